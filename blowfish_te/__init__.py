@@ -1,0 +1,37 @@
+"""blowfish_te: policy-aware differential privacy (Blowfish) through transformational equivalence.
+
+Quick start::
+
+    import blowfish_te as bt
+    W = bt.workloads.prefix(1024)
+    release = bt.answer(W, x, bt.policies.line(1024), epsilon=0.5, rng=0)
+    release.answers, release.expected_mse
+"""
+
+from . import mechanisms, policies, workloads
+from .mechanisms import LinearMechanism, Mechanism
+from .policies import BOTTOM, Policy
+from .release import Release, answer
+from .sensitivity import sensitivity
+from .transform import CyclicPolicyError, TransformedWorkload, TreeTransform, transform
+from .workloads import Workload
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BOTTOM",
+    "CyclicPolicyError",
+    "LinearMechanism",
+    "Mechanism",
+    "Policy",
+    "Release",
+    "TransformedWorkload",
+    "TreeTransform",
+    "Workload",
+    "answer",
+    "mechanisms",
+    "policies",
+    "sensitivity",
+    "transform",
+    "workloads",
+]

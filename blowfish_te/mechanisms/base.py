@@ -1,0 +1,102 @@
+"""The mechanism interface: where any differentially private algorithm plugs in (SPEC §4, §6)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from .._validation import check_epsilon, check_histogram
+from ..noise import NUMPY_LAPLACE, RNGLike, check_rng, laplace
+from ..policies import Policy
+from ..sensitivity import sensitivity
+from ..workloads import Workload, as_workload
+
+
+class Mechanism(ABC):
+    """An algorithm that answers a workload with ε-differential privacy.
+
+    Contract:
+
+    - parameters go in ``__init__``; :meth:`run` keeps no state between calls;
+    - ``run(W, x, epsilon, rng)`` returns an estimate of ``W @ x`` (one value per query) and is
+      ε-DP for **unit-change neighbours** of the vector x (x' = x ± e_i). :func:`blowfish_te.answer`
+      applies it to (W_G, x_G) of a tree transform, where G-neighbours are exactly unit changes, so
+      the release is (ε, G)-Blowfish private (SPEC §4). Note x_G is not a histogram of records: its
+      total is not public;
+    - :meth:`expected_error` is the exact expected total squared error E‖ŷ - W x‖², or None when it
+      depends on the data.
+    """
+
+    #: Short name used in releases and reports.
+    name: str = "mechanism"
+    #: The noise sampler the mechanism draws from, recorded in every release.
+    sampler: str = NUMPY_LAPLACE
+
+    @abstractmethod
+    def run(self, workload: Workload, x: np.ndarray, epsilon: float, rng: RNGLike = None) -> np.ndarray:
+        """Estimate ``workload @ x`` with ε-DP for unit-change neighbours of x."""
+
+    def expected_error(self, workload: Workload, epsilon: float) -> float | None:
+        """Expected total squared error over the workload, when data-independent; else None."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class LinearMechanism(Mechanism):
+    """A data-independent linear mechanism: measure y = A x + Lap(Δ/ε)^p, answer ŷ = R y.
+
+    Privacy: Δ is the L1 sensitivity of the strategy A for the neighbour relation — the largest
+    column L1 norm of A for unit changes (:meth:`run`), or Δ_G(A) computed from the policy's edges
+    in the exact route (SPEC §5 route 1). Laplace(Δ/ε) noise makes y ε-DP, resp. (ε, G)-Blowfish
+    (Dwork et al. 2006; He et al. Thm 5.1); the answers are post-processing of y. One release
+    spends ε once (sequential composition applies across releases).
+
+    Error: E‖ŷ - W x‖² = 2 (Δ/ε)² ‖R‖_F² exactly (SPEC §6).
+    """
+
+    @abstractmethod
+    def strategy(self, workload: Workload) -> Workload:
+        """The measured queries A."""
+
+    @abstractmethod
+    def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
+        """Answers ŷ = R y from the noisy measurements y."""
+
+    @abstractmethod
+    def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> float:
+        """‖R‖_F² for the linear reconstruction R of :meth:`reconstruct`."""
+
+    def strategy_sensitivity(self, strategy: Workload, policy: Policy | None = None) -> float:
+        """Δ of the strategy: unit-change sensitivity if ``policy`` is None, else Δ_G(A)."""
+        if policy is None:
+            return float(strategy.column_norms("l1").max())
+        return sensitivity(strategy, policy)
+
+    def release(
+        self, workload, x, epsilon: float, rng: RNGLike = None, policy: Policy | None = None
+    ) -> tuple[np.ndarray, float]:
+        """Run the mechanism; return the answers and the sensitivity Δ the noise was calibrated to."""
+        workload = as_workload(workload)
+        x = check_histogram(x, workload.domain)
+        epsilon = check_epsilon(epsilon)
+        gen = check_rng(rng)
+        strategy = self.strategy(workload)
+        delta = self.strategy_sensitivity(strategy, policy)
+        y = strategy.matvec(x) + laplace(delta / epsilon, strategy.num_queries, gen)
+        return np.asarray(self.reconstruct(workload, strategy, y), dtype=np.float64), delta
+
+    def run(self, workload, x, epsilon, rng=None):
+        return self.release(workload, x, epsilon, rng)[0]
+
+    def expected_error(
+        self, workload, epsilon: float, policy: Policy | None = None, sensitivity: float | None = None
+    ) -> float:
+        """2 (Δ/ε)² ‖R‖_F², with Δ for unit changes, for ``policy``, or as given."""
+        workload = as_workload(workload)
+        epsilon = check_epsilon(epsilon)
+        strategy = self.strategy(workload)
+        delta = self.strategy_sensitivity(strategy, policy) if sensitivity is None else sensitivity
+        return 2.0 * (delta / epsilon) ** 2 * self.reconstruction_frobenius_sq(workload, strategy)

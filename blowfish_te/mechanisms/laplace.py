@@ -1,0 +1,48 @@
+"""The two Laplace mechanisms of the core: noise on the cells, and noise on the answers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..workloads import Workload, identity
+from .base import LinearMechanism
+
+
+class Identity(LinearMechanism):
+    """Laplace noise on every cell, answers computed from the noisy cells.
+
+    Strategy A = I: y = x + Lap(Δ/ε)^K, ŷ = W y. Neighbours: unit changes of x (Δ = 1), or a
+    policy G in the exact route (Δ_G(I) = 2 when an edge joins two cells, 1 for a ⊥ edge).
+    Applied to x_G of a tree transform this is "transformed + Laplace": Laplace(1/ε) on x_G is
+    (ε, G)-Blowfish, and its error is 2/ε² ‖W_G‖_F².
+    """
+
+    name = "identity"
+
+    def strategy(self, workload: Workload) -> Workload:
+        return identity(workload.domain)
+
+    def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
+        return workload.matvec(y)
+
+    def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> float:
+        return workload.frobenius_sq()
+
+
+class DirectLaplace(LinearMechanism):
+    """The Laplace mechanism on the workload itself: ŷ = W x + Lap(Δ(W)/ε)^m (He et al. Thm 5.1).
+
+    Strategy A = W, answers are the noisy measurements. Neighbours: unit changes (Δ = largest
+    column L1 norm of W) or a policy G (Δ_G(W) from its edges, SPEC §3). Error 2 m (Δ/ε)².
+    """
+
+    name = "laplace"
+
+    def strategy(self, workload: Workload) -> Workload:
+        return workload
+
+    def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
+        return y
+
+    def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> float:
+        return float(workload.num_queries)

@@ -1,0 +1,461 @@
+"""Policy graphs: which pairs of values an adversary must not tell apart (SPEC §2).
+
+A policy is an undirected graph over the K cells of a domain grid (numbered 0..K-1 in row-major
+order), optionally with the special vertex ⊥ (:data:`BOTTOM`, "no record"). Two histograms are
+neighbours when one record moves along an edge; an edge (u, ⊥) adds or removes a record of value u.
+
+In edge arrays ⊥ is encoded as the index K, one past the last cell, so that it can never be
+mistaken for a cell. Edges are kept in blocks — all pairs at a fixed grid offset, explicit pairs,
+or cliques — so that structured graphs with millions of edges are built in O(1) and processed
+block by block; :attr:`Policy.edges` materialises them on demand.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+
+from ._graph import signed_incidence
+from ._grid import offset_pairs, positive_offsets
+from ._validation import check_int, check_shape
+
+__all__ = [
+    "BOTTOM",
+    "Policy",
+    "OffsetEdges",
+    "PairEdges",
+    "CliqueEdges",
+    "complete",
+    "unbounded",
+    "line",
+    "threshold",
+    "grid",
+    "attribute",
+    "partition",
+    "from_networkx",
+    "from_edges",
+]
+
+#: Refuse to list more edges than this in one array (16 bytes each); use ``edge_blocks`` instead.
+MAX_LISTED_EDGES = 200_000_000
+
+
+class _Bottom:
+    """The vertex ⊥ ("no record"). An edge (u, ⊥) protects the presence of a record with value u."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "BOTTOM"
+
+    def __reduce__(self):
+        return (_Bottom, ())
+
+
+#: The ⊥ sentinel for :func:`from_networkx` graphs and :meth:`Policy.distance`.
+BOTTOM = _Bottom()
+
+
+@dataclass(frozen=True)
+class OffsetEdges:
+    """All pairs (u, u + offset) of cells inside the grid; ``offset`` is lexicographically positive."""
+
+    offset: tuple[int, ...]
+
+    def count(self, shape: tuple[int, ...]) -> int:
+        return math.prod(max(k - abs(d), 0) for k, d in zip(shape, self.offset))
+
+    def pairs(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(u, v)`` with ``v = u + offset`` in row-major order."""
+        return offset_pairs(shape, self.offset)
+
+
+@dataclass(frozen=True, eq=False)
+class PairEdges:
+    """Explicit edges ``(u[i], v[i])`` with ``u < v``; ``v == K`` stands for ⊥."""
+
+    u: np.ndarray
+    v: np.ndarray
+
+    def count(self, shape: tuple[int, ...]) -> int:
+        return int(self.u.size)
+
+    def pairs(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        return self.u, self.v
+
+
+@dataclass(frozen=True, eq=False)
+class CliqueEdges:
+    """Every pair of the (sorted, distinct) ``cells``."""
+
+    cells: np.ndarray
+
+    def count(self, shape: tuple[int, ...]) -> int:
+        c = int(self.cells.size)
+        return c * (c - 1) // 2
+
+    def pairs(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        i, j = np.triu_indices(self.cells.size, k=1)
+        return self.cells[i], self.cells[j]
+
+
+EdgeBlock = OffsetEdges | PairEdges | CliqueEdges
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+class Policy:
+    """An immutable policy graph over the cells of a domain grid (SPEC §2).
+
+    Build one with a constructor (:func:`line`, :func:`threshold`, :func:`grid`, ...). Attributes:
+    ``shape``, ``size`` (K), ``edges`` (``(|E|, 2)`` array, ⊥ encoded as K), ``has_bottom``,
+    ``is_forest``, connected components and :meth:`distance`.
+    """
+
+    __slots__ = ("_shape", "_blocks", "_has_bottom", "_name", "_cache", "__weakref__")
+
+    def __init__(self, shape, blocks: Iterable[EdgeBlock], *, has_bottom: bool = False, name: str | None = None):
+        self._shape = check_shape(shape)
+        self._blocks = tuple(b for b in blocks if b.count(self._shape) > 0)
+        self._has_bottom = bool(has_bottom)
+        self._name = name or f"policy({self._shape})"
+        self._cache: dict = {}
+
+    def __setattr__(self, key, value):
+        if hasattr(self, "_cache"):
+            raise AttributeError("Policy objects are immutable")
+        object.__setattr__(self, key, value)
+
+    # -- basic attributes -------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the domain grid."""
+        return self._shape
+
+    @property
+    def size(self) -> int:
+        """Number of cells K."""
+        return math.prod(self._shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def has_bottom(self) -> bool:
+        """Whether the graph contains ⊥ (then n is not public in ⊥'s component)."""
+        return self._has_bottom
+
+    @property
+    def bottom(self) -> int | None:
+        """Index of ⊥ in edge arrays (K), or None when the policy has no ⊥."""
+        return self.size if self._has_bottom else None
+
+    @property
+    def num_vertices(self) -> int:
+        """K, plus one for ⊥."""
+        return self.size + int(self._has_bottom)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def edge_blocks(self) -> tuple[EdgeBlock, ...]:
+        """The edges as disjoint blocks (offset, explicit pairs, cliques)."""
+        return self._blocks
+
+    @property
+    def num_edges(self) -> int:
+        return sum(b.count(self._shape) for b in self._blocks)
+
+    def __repr__(self) -> str:
+        bottom = " + BOTTOM" if self._has_bottom else ""
+        return f"<Policy {self._name}: {self.size} cells{bottom}, {self.num_edges} edges>"
+
+    # -- edges and graph views --------------------------------------------------------------
+    @property
+    def edges(self) -> np.ndarray:
+        """All edges as a read-only ``(|E|, 2)`` int64 array of pairs ``u < v`` (⊥ is K)."""
+        if "edges" not in self._cache:
+            n = self.num_edges
+            if n > MAX_LISTED_EDGES:
+                raise ValueError(
+                    f"{self._name} has {n} edges, too many to list in one array "
+                    f"(limit {MAX_LISTED_EDGES}); iterate over edge_blocks instead"
+                )
+            out = np.empty((n, 2), dtype=np.int64)
+            start = 0
+            for block in self._blocks:
+                u, v = block.pairs(self._shape)
+                out[start : start + u.size, 0] = u
+                out[start : start + u.size, 1] = v
+                start += u.size
+            self._cache["edges"] = _readonly(out)
+        return self._cache["edges"]
+
+    def adjacency(self) -> sp.csr_array:
+        """Symmetric 0/1 adjacency matrix over the vertices (cells, then ⊥ if present)."""
+        if "adjacency" not in self._cache:
+            e = self.edges
+            n = self.num_vertices
+            rows = np.concatenate([e[:, 0], e[:, 1]])
+            cols = np.concatenate([e[:, 1], e[:, 0]])
+            adj = sp.csr_array((np.ones(rows.size, dtype=np.int8), (rows, cols)), shape=(n, n))
+            self._cache["adjacency"] = adj
+        return self._cache["adjacency"]
+
+    def incidence(self) -> sp.csc_array:
+        """Signed incidence matrix P_G (K × |E|): column e = (u, v) has +1 at u and -1 at v (no row for ⊥)."""
+        e = self.edges
+        return signed_incidence(e[:, 0], e[:, 1], self.size)
+
+    def _components(self) -> tuple[int, np.ndarray]:
+        if "components" not in self._cache:
+            n, labels = csgraph.connected_components(self.adjacency(), directed=False)
+            self._cache["components"] = (int(n), _readonly(labels.astype(np.int64)))
+        return self._cache["components"]
+
+    @property
+    def n_components(self) -> int:
+        """Number of connected components (⊥'s component included)."""
+        return self._components()[0]
+
+    @property
+    def component_labels(self) -> np.ndarray:
+        """Component label of every vertex: K cells, then ⊥ if present."""
+        return self._components()[1]
+
+    @property
+    def is_forest(self) -> bool:
+        """True when the graph (⊥ included) has no cycle."""
+        if self.num_edges > self.num_vertices - 1:  # a forest on V vertices has at most V - 1 edges
+            return False
+        return self.num_edges == self.num_vertices - self.n_components
+
+    @property
+    def is_connected(self) -> bool:
+        return self.n_components == 1
+
+    def vertex(self, value) -> int:
+        """Vertex index of a cell (flat index or coordinate tuple) or of :data:`BOTTOM`."""
+        if value is BOTTOM:
+            if not self._has_bottom:
+                raise ValueError(f"{self._name} has no BOTTOM vertex")
+            return self.size
+        if isinstance(value, tuple):
+            if len(value) != self.ndim or not all(
+                isinstance(c, numbers.Integral) and 0 <= c < k for c, k in zip(value, self._shape)
+            ):
+                raise ValueError(f"cell {value!r} is not a coordinate of the domain {self._shape}")
+            return int(np.ravel_multi_index(value, self._shape))
+        index = check_int(value, "cell")
+        if not 0 <= index < self.size:
+            raise ValueError(f"cell index {index} is outside the domain of {self.size} cells")
+        return index
+
+    def distance(self, u, v) -> int | float:
+        """Graph distance between two vertices (cells or BOTTOM); ``inf`` when disconnected."""
+        iu, iv = self.vertex(u), self.vertex(v)
+        if iu == iv:
+            return 0
+        dist = csgraph.shortest_path(self.adjacency(), method="D", unweighted=True, indices=iu)
+        d = dist[iv]
+        return int(d) if np.isfinite(d) else math.inf
+
+    def to_networkx(self):
+        """The policy as a ``networkx.Graph`` on cells 0..K-1 (and BOTTOM)."""
+        import networkx as nx
+
+        g = nx.Graph()
+        g.add_nodes_from(range(self.size))
+        if self._has_bottom:
+            g.add_node(BOTTOM)
+        e = self.edges
+        g.add_edges_from((int(a), BOTTOM if b == self.size else int(b)) for a, b in e)
+        return g
+
+
+# -- constructors -----------------------------------------------------------------------------
+
+
+def _full_clique(shape: tuple[int, ...]) -> list[EdgeBlock]:
+    return [CliqueEdges(_readonly(np.arange(math.prod(shape), dtype=np.int64)))]
+
+
+def complete(shape) -> Policy:
+    """G_full: every pair of cells — bounded differential privacy (change one record arbitrarily)."""
+    shape = check_shape(shape, "shape")
+    return Policy(shape, _full_clique(shape), name=f"complete({_fmt(shape)})")
+
+
+def unbounded(shape) -> Policy:
+    """Edges (u, ⊥) for every cell — unbounded differential privacy (add or remove one record)."""
+    shape = check_shape(shape, "shape")
+    k = math.prod(shape)
+    u = _readonly(np.arange(k, dtype=np.int64))
+    v = _readonly(np.full(k, k, dtype=np.int64))
+    return Policy(shape, [PairEdges(u, v)], has_bottom=True, name=f"unbounded({_fmt(shape)})")
+
+
+def line(k: int) -> Policy:
+    """G^1_k: edges (i, i+1) — neighbouring values of an ordered domain (He et al.)."""
+    k = check_int(k, "k", minimum=1)
+    return Policy((k,), [OffsetEdges((1,))], name=f"line({k})")
+
+
+def threshold(k: int, theta: int) -> Policy:
+    """G^θ_k: edges (i, j) with 0 < |i - j| <= θ (1-D distance threshold)."""
+    k = check_int(k, "k", minimum=1)
+    theta = check_int(theta, "theta", minimum=1)
+    name = f"threshold({k}, theta={theta})"
+    if theta >= k - 1:
+        return Policy((k,), _full_clique((k,)), name=name)
+    return Policy((k,), [OffsetEdges((d,)) for d in range(1, theta + 1)], name=name)
+
+
+def grid(shape, theta: int = 1) -> Policy:
+    """Cells at L1 distance <= θ; θ = 1 is the d-dimensional grid graph G^1_{k^d}."""
+    shape = check_shape(shape, "shape")
+    theta = check_int(theta, "theta", minimum=1)
+    name = f"grid({_fmt(shape)}, theta={theta})"
+    if theta >= sum(k - 1 for k in shape):
+        return Policy(shape, _full_clique(shape), name=name)
+    blocks = [OffsetEdges(tuple(int(c) for c in d)) for d in positive_offsets(shape, theta)]
+    return Policy(shape, blocks, name=name)
+
+
+def attribute(shape) -> Policy:
+    """G_attr: cells that differ in exactly one coordinate, by any amount."""
+    shape = check_shape(shape, "shape")
+    blocks = []
+    for axis, k in enumerate(shape):
+        for t in range(1, k):
+            offset = [0] * len(shape)
+            offset[axis] = t
+            blocks.append(OffsetEdges(tuple(offset)))
+    return Policy(shape, blocks, name=f"attribute({_fmt(shape)})")
+
+
+def partition(labels) -> Policy:
+    """G_P: a clique on each block of cells sharing a label; blocks are not protected from each other.
+
+    ``labels`` has the domain's shape (or is flat); each block's total is disclosed exactly.
+    """
+    arr = np.asarray(labels)
+    if arr.ndim == 0 or arr.size == 0:
+        raise ValueError(f"labels must be a non-empty array with one label per cell, got shape {arr.shape}")
+    shape = check_shape(arr.shape, "labels.shape")
+    try:
+        _, inverse = np.unique(arr.reshape(-1), return_inverse=True)
+    except TypeError as exc:
+        raise TypeError(f"labels must be mutually comparable values (ints or strings): {exc}") from None
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.flatnonzero(np.diff(inverse[order])) + 1
+    groups = np.split(order.astype(np.int64), bounds)
+    blocks = [CliqueEdges(_readonly(np.sort(g))) for g in groups if g.size > 1]
+    return Policy(shape, blocks, name=f"partition({len(groups)} blocks over {_fmt(shape)})")
+
+
+def _canonical_pairs(a: np.ndarray, b: np.ndarray, k: int, what: str) -> PairEdges:
+    loops = a == b
+    if loops.any():
+        i = int(np.flatnonzero(loops)[0])
+        node = "BOTTOM" if a[i] == k else int(a[i])
+        raise ValueError(f"{what} has a self-loop at {node}: a record moving to its own value is not a change")
+    u, v = np.minimum(a, b), np.maximum(a, b)
+    if u.size:
+        pairs = np.unique(np.stack([u, v], axis=1), axis=0)
+        u, v = pairs[:, 0].copy(), pairs[:, 1].copy()
+    return PairEdges(_readonly(u.astype(np.int64)), _readonly(v.astype(np.int64)))
+
+
+def from_edges(shape, edges) -> Policy:
+    """A policy from an ``(|E|, 2)`` integer array of cell pairs; the index K stands for ⊥.
+
+    Edges are undirected; duplicates and orientation are normalised, self-loops are refused.
+    """
+    shape = check_shape(shape, "shape")
+    k = math.prod(shape)
+    arr = np.asarray(edges)
+    if arr.size == 0:
+        arr = arr.reshape(0, 2)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError(f"edges must be an array of shape (E, 2), got shape {arr.shape}")
+    if arr.dtype == bool or arr.dtype.kind not in "iu":
+        raise TypeError(f"edges must hold integer vertex indices, got dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() > k):
+        raise ValueError(f"edges must hold cell indices in [0, {k - 1}] or {k} for BOTTOM, got [{arr.min()}, {arr.max()}]")
+    block = _canonical_pairs(arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), k, "edges")
+    has_bottom = bool(block.v.size and block.v.max() == k)
+    return Policy(shape, [block], has_bottom=has_bottom, name=f"from_edges({_fmt(shape)}, {block.u.size} edges)")
+
+
+def from_networkx(graph, shape=None) -> Policy:
+    """A policy from a networkx graph whose nodes are cells (and optionally :data:`BOTTOM`).
+
+    Without ``shape`` the cell nodes must be exactly the integers 0..K-1. With ``shape`` nodes may be
+    flat indices or coordinate tuples (as in ``networkx.grid_2d_graph``); missing cells are isolated,
+    so their counts are disclosed. Directed graphs are read as undirected.
+    """
+    nodes = list(graph.nodes)
+    has_bottom = any(n is BOTTOM for n in nodes)
+    cells = [n for n in nodes if n is not BOTTOM]
+    if shape is None:
+        k = len(cells)
+        if k == 0:
+            raise ValueError("graph has no cell nodes; pass shape= to build a policy without edges")
+        if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in cells) or set(
+            int(n) for n in cells
+        ) != set(range(k)):
+            raise ValueError(
+                f"graph cell nodes must be exactly the integers 0..{k - 1} (or pass shape= to use "
+                "coordinate tuples or a larger domain)"
+            )
+        shape = (k,)
+    shape = check_shape(shape, "shape")
+    k = math.prod(shape)
+    bottom_index = k
+
+    def index(node) -> int:
+        if node is BOTTOM:
+            return bottom_index
+        if isinstance(node, tuple) and len(node) == len(shape) and all(
+            isinstance(c, numbers.Integral) and 0 <= c < s for c, s in zip(node, shape)
+        ):
+            return int(np.ravel_multi_index(node, shape))
+        if isinstance(node, numbers.Integral) and not isinstance(node, bool) and 0 <= node < k:
+            return int(node)
+        raise ValueError(
+            f"graph node {node!r} is not a cell of the domain {shape}: nodes must be flat indices "
+            f"0..{k - 1}, coordinate tuples or BOTTOM"
+        )
+
+    for node in cells:
+        index(node)
+    pairs = np.array([(index(a), index(b)) for a, b in graph.edges()], dtype=np.int64).reshape(-1, 2)
+    block = _canonical_pairs(pairs[:, 0], pairs[:, 1], k, "graph")
+    return Policy(
+        shape,
+        [block],
+        has_bottom=has_bottom,
+        name=f"from_networkx({_fmt(shape)}, {block.u.size} edges{', BOTTOM' if has_bottom else ''})",
+    )
+
+
+def _fmt(shape: tuple[int, ...]) -> str:
+    return str(shape[0]) if len(shape) == 1 else str(shape)

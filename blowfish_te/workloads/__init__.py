@@ -1,0 +1,152 @@
+"""Workloads: linear counting queries W (m × K) over a domain grid (SPEC §1).
+
+Builders return ready objects, in the style of networkx generators::
+
+    W = workloads.prefix(4096)               # cumulative counts
+    W = workloads.random_ranges(4096, 2000, rng=0)
+    W = workloads.random_rects((256, 256), 2000, rng=0)
+
+Every workload is a ``scipy.sparse.linalg.LinearOperator`` with its domain, Gram operator,
+column-difference norms (for sensitivities) and a sparse form where feasible.
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validation import check_int, check_shape
+from ..noise import RNGLike, check_rng
+from .all_ranges import AllRanges
+from .base import Workload
+from .boxes import Boxes
+from .matrix import MatrixWorkload
+
+__all__ = [
+    "Workload",
+    "Boxes",
+    "AllRanges",
+    "MatrixWorkload",
+    "identity",
+    "prefix",
+    "all_ranges",
+    "ranges",
+    "random_ranges",
+    "rects",
+    "random_rects",
+    "marginals",
+    "from_matrix",
+    "as_workload",
+]
+
+
+def _fmt(shape: tuple[int, ...]) -> str:
+    return str(shape[0]) if len(shape) == 1 else str(shape)
+
+
+def _cells(shape: tuple[int, ...]) -> np.ndarray:
+    """Coordinates of every cell, row-major, as a (K, d) array."""
+    return np.indices(shape).reshape(len(shape), -1).T
+
+
+def identity(shape) -> Boxes:
+    """One query per cell: the histogram itself."""
+    shape = check_shape(shape, "shape")
+    cells = _cells(shape)
+    return Boxes(shape, cells, cells, name=f"identity({_fmt(shape)})")
+
+
+def prefix(shape) -> Boxes:
+    """Cumulative counts: for every cell t, the box [0, t] (in 1-D, the CDF counts x_0 + ... + x_t)."""
+    shape = check_shape(shape, "shape")
+    cells = _cells(shape)
+    return Boxes(shape, np.zeros_like(cells), cells, name=f"prefix({_fmt(shape)})")
+
+
+def all_ranges(k: int) -> AllRanges:
+    """All k(k+1)/2 ranges [a, b] of a 1-D domain, implicit (never an m × K array)."""
+    return AllRanges(k)
+
+
+def ranges(k: int, lo, hi) -> Boxes:
+    """The ranges [lo[i], hi[i]] (inclusive) of a domain of k cells."""
+    k = check_int(k, "k", minimum=1)
+    return Boxes((k,), np.asarray(lo).reshape(-1), np.asarray(hi).reshape(-1), name=f"ranges({k}, m={np.size(lo)})")
+
+
+def random_ranges(k: int, m: int, rng: RNGLike = None) -> Boxes:
+    """m ranges whose two endpoints are drawn uniformly from the k cells, then sorted (SPEC §12)."""
+    k = check_int(k, "k", minimum=1)
+    m = check_int(m, "m", minimum=1)
+    ends = check_rng(rng).integers(0, k, size=(2, m))
+    return Boxes((k,), ends.min(0), ends.max(0), name=f"random_ranges({k}, m={m})")
+
+
+def rects(shape, lo, hi) -> Boxes:
+    """The boxes [lo[i], hi[i]] of a grid (rectangles in 2-D); lo and hi have shape (m, d)."""
+    shape = check_shape(shape, "shape")
+    return Boxes(shape, lo, hi, name=f"rects({_fmt(shape)}, m={np.shape(lo)[0] if np.ndim(lo) else 0})")
+
+
+def random_rects(shape, m: int, rng: RNGLike = None) -> Boxes:
+    """m boxes with, on every axis, two endpoints drawn uniformly then sorted (DPBench's 2-D workload)."""
+    shape = check_shape(shape, "shape")
+    m = check_int(m, "m", minimum=1)
+    gen = check_rng(rng)
+    ends = np.stack([gen.integers(0, k, size=(2, m)) for k in shape], axis=-1)
+    return Boxes(shape, ends.min(0), ends.max(0), name=f"random_rects({_fmt(shape)}, m={m})")
+
+
+def marginals(shape, axes=None) -> Boxes:
+    """Marginals of a multi-dimensional grid, as counting queries.
+
+    ``axes`` is one tuple of attribute indices (one marginal), a list of such tuples, or None for
+    every 1-way marginal. The marginal on attributes S has one query per value combination of S,
+    summing over the other attributes; ``()`` is the total count.
+    """
+    shape = check_shape(shape, "shape")
+    d = len(shape)
+    if axes is None:
+        subsets = [(i,) for i in range(d)]
+    elif isinstance(axes, tuple) and all(isinstance(a, numbers.Integral) for a in axes):
+        subsets = [axes]
+    else:
+        subsets = [tuple(s) for s in axes]
+    if not subsets:
+        raise ValueError("axes must name at least one marginal")
+    los, his = [], []
+    for subset in subsets:
+        for a in subset:
+            if isinstance(a, (bool, np.bool_)) or not isinstance(a, numbers.Integral) or not 0 <= a < d:
+                raise ValueError(f"axes entries must be attribute indices in [0, {d - 1}], got {a!r} in {subset!r}")
+        if len(set(subset)) != len(subset):
+            raise ValueError(f"marginal {subset!r} repeats an attribute")
+        values = np.array(list(itertools.product(*[range(shape[a]) for a in subset])), dtype=np.int64)
+        count = values.shape[0] if subset else 1
+        lo = np.zeros((count, d), dtype=np.int64)
+        hi = np.tile(np.array(shape, dtype=np.int64) - 1, (count, 1))
+        for j, a in enumerate(subset):
+            lo[:, a] = hi[:, a] = values[:, j]
+        los.append(lo)
+        his.append(hi)
+    return Boxes(shape, np.concatenate(los), np.concatenate(his), name=f"marginals({_fmt(shape)}, {subsets})")
+
+
+def from_matrix(matrix, domain=None) -> MatrixWorkload:
+    """A workload from an explicit dense or sparse (m × K) matrix."""
+    return MatrixWorkload(matrix, domain=domain)
+
+
+def as_workload(workload) -> Workload:
+    """Return ``workload`` if it is a :class:`Workload`, else wrap a matrix with :func:`from_matrix`."""
+    if isinstance(workload, Workload):
+        return workload
+    if sp.issparse(workload) or isinstance(workload, (np.ndarray, list)):
+        return from_matrix(workload)
+    raise TypeError(
+        f"workload must be a blowfish_te Workload or a 2-D matrix (numpy array or scipy sparse), "
+        f"got {type(workload).__name__}"
+    )

@@ -1,0 +1,111 @@
+"""All k(k+1)/2 range queries of a 1-D domain, as an implicit operator with closed forms.
+
+Queries are the ranges [a, b], 0 <= a <= b < k, in lexicographic order of (a, b). Cells u < v are
+0-indexed. Closed forms (each tested against the dense matrix):
+
+- column L1 norm: ranges containing u, (u + 1)(k - u);
+- Gram entry: ranges containing u and v, (u + 1)(k - v);
+- column difference: ranges containing exactly one of u, v, (v - u)(u + 1 + k - v).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator
+
+from .._validation import check_index_array, check_int
+from .base import CHUNK_ENTRIES, Workload, check_norm
+from .boxes import Boxes
+
+
+class AllRanges(Workload):
+    """Every range query [a, b] of a domain of ``k`` cells; never stored as an m × K array."""
+
+    is_binary = True
+
+    def __init__(self, k: int):
+        k = check_int(k, "k", minimum=1)
+        super().__init__((k,), k * (k + 1) // 2, f"all_ranges({k})")
+
+    def _endpoints(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.triu_indices(self.size)
+
+    def _matmat(self, x):
+        x = np.asarray(x)
+        prefix = np.concatenate([np.zeros((1, x.shape[1]), dtype=x.dtype), np.cumsum(x, axis=0)])
+        a, b = self._endpoints()
+        return prefix[b + 1] - prefix[a]
+
+    def _rmatmat(self, y):
+        # (Wᵀy)_j = Σ_{a <= j <= b} y_ab: suffix sums over b, prefix sums over a, read on the diagonal.
+        y = np.asarray(y)
+        k = self.size
+        a, b = self._endpoints()
+        out = np.empty((k, y.shape[1]), dtype=np.result_type(y.dtype, np.int64))
+        for col in range(y.shape[1]):
+            table = np.zeros((k, k), dtype=out.dtype)
+            table[a, b] = y[:, col]
+            table = np.cumsum(np.flip(np.cumsum(np.flip(table, 1), axis=1), 1), axis=0)
+            out[:, col] = np.diagonal(table)
+        return out
+
+    def gram(self) -> LinearOperator:
+        """WᵀW with entries (min(u, v) + 1)(k - max(u, v)), applied in O(k)."""
+        return _AllRangesGram(self.size)
+
+    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+        u, v = self._check_pairs(u, v)
+        check_norm(norm)  # entries are 0/1: L1 and squared L2 agree
+        k = self.size
+        out = np.empty(u.size)
+        bottom = v == k
+        ub = u[bottom]
+        out[bottom] = (ub + 1) * (k - ub)
+        a = np.minimum(u[~bottom], v[~bottom])
+        b = np.maximum(u[~bottom], v[~bottom])
+        out[~bottom] = (b - a) * (a + 1 + k - b)
+        return out
+
+    def column_diameter(self, cells=None) -> float:
+        """max over a < b in cells of (b - a)(a + 1 + k - b), by rows of pairs."""
+        k = self.size
+        cells = np.arange(k) if cells is None else np.unique(check_index_array(cells, "cells", k - 1))
+        best = 0.0
+        step = max(1, CHUNK_ENTRIES // max(1, cells.size))
+        for start in range(0, cells.size - 1, step):
+            a = cells[start : start + step, None]
+            b = cells[None, :]
+            value = np.where(b > a, (b - a) * (a + 1 + k - b), 0)
+            best = max(best, float(value.max()))
+        return best
+
+    def tosparse(self) -> sp.csr_array:
+        a, b = self._endpoints()
+        return Boxes(self.domain, a, b, name=self.name).tosparse()
+
+
+class _AllRangesGram(LinearOperator):
+    """(G y)_u = (k - u) Σ_{v <= u} (v + 1) y_v + (u + 1) Σ_{v > u} (k - v) y_v."""
+
+    def __init__(self, k: int):
+        self.k = k
+        super().__init__(dtype=np.float64, shape=(k, k))
+
+    def _matmat(self, y):
+        y = np.asarray(y)
+        k = self.k
+        idx = np.arange(k)[:, None]
+        below = np.cumsum((idx + 1) * y, axis=0)
+        above = np.cumsum(((k - idx) * y)[::-1], axis=0)[::-1]
+        above = np.concatenate([above[1:], np.zeros((1, y.shape[1]), dtype=above.dtype)])
+        return (k - idx) * below + (idx + 1) * above
+
+    def _matvec(self, y):
+        return self._matmat(np.asarray(y).reshape(-1, 1)).reshape(-1)
+
+    _rmatmat = _matmat
+    _rmatvec = _matvec
+
+    def _adjoint(self):
+        return self

@@ -1,0 +1,212 @@
+"""The workload interface: a linear query matrix W (m × K) as an implicit operator (SPEC §1).
+
+:class:`Workload` extends ``scipy.sparse.linalg.LinearOperator`` (products with vectors and
+matrices on both sides, ``.T``, composition) with what the rest of the library needs:
+the domain grid, column access for sensitivities (:meth:`~Workload.difference_norms`,
+:meth:`~Workload.column_diameter`), Frobenius norms for analytic errors, the Gram operator
+and a sparse form where that is feasible. The generic implementations here work from products
+alone; structured subclasses override them with exact closed forms, and every override is
+tested against the dense twin.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator
+
+from .._graph import signed_incidence
+from .._validation import check_index_array, check_shape
+
+#: Default cap on dense arrays built on request (entries), 512 MB of float64.
+MAX_DENSE_ENTRIES = 2**26
+
+#: Entries per temporary block in chunked computations.
+CHUNK_ENTRIES = 2**22
+
+NORMS = ("l1", "l2sq")
+
+
+def check_norm(norm: str) -> str:
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    return norm
+
+
+class Workload(LinearOperator):
+    """A linear counting workload W with ``shape == (m, K)`` over a domain grid ``domain``.
+
+    Subclasses implement ``_matmat`` and ``_rmatmat`` (dense blocks in, dense blocks out).
+    ``is_binary`` is True when every entry is 0 or 1.
+    """
+
+    is_binary: bool = False
+
+    def __init__(self, domain, num_queries: int, name: str):
+        self.domain = check_shape(domain, "domain")
+        self.name = name
+        super().__init__(dtype=np.float64, shape=(int(num_queries), math.prod(self.domain)))
+
+    def __repr__(self) -> str:
+        m, k = self.shape
+        return f"<{type(self).__name__} {self.name}: {m} queries × {k} cells>"
+
+    # LinearOperator plumbing: vectors go through the block methods.
+    def _matvec(self, x):
+        return self._matmat(np.asarray(x).reshape(-1, 1)).reshape(-1)
+
+    def _rmatvec(self, y):
+        return self._rmatmat(np.asarray(y).reshape(-1, 1)).reshape(-1)
+
+    def _adjoint(self):
+        return _Adjoint(self)
+
+    @property
+    def num_queries(self) -> int:
+        return self.shape[0]
+
+    @property
+    def size(self) -> int:
+        """Number of cells K."""
+        return self.shape[1]
+
+    # -- dense and sparse forms -------------------------------------------------------------
+    def dense(self, max_entries: int = MAX_DENSE_ENTRIES) -> np.ndarray:
+        """W as a dense ``(m, K)`` array; refused above ``max_entries`` entries."""
+        m, k = self.shape
+        if m * k > max_entries:
+            raise ValueError(
+                f"{self.name} as a dense array would have {m * k} entries (limit {max_entries}); "
+                "use products, tosparse() or pass a larger max_entries"
+            )
+        return np.asarray(self.matmat(np.eye(k)), dtype=np.float64)
+
+    def tosparse(self) -> sp.csr_array:
+        """W as a sparse CSR array (generic version: through the dense form)."""
+        return sp.csr_array(self.dense())
+
+    def times_incidence(self, child: np.ndarray, parent: np.ndarray) -> sp.csr_array:
+        """Sparse W·P, P the signed incidence of edges child → parent (+1 at child, -1 at parent; K is ⊥)."""
+        return sp.csr_array(self.tosparse() @ signed_incidence(child, parent, self.size))
+
+    def columns(self, cells) -> np.ndarray:
+        """Dense columns ``W[:, cells]`` as an ``(m, len(cells))`` array."""
+        cells = check_index_array(cells, "cells", self.size - 1)
+        e = np.zeros((self.size, cells.size))
+        e[cells, np.arange(cells.size)] = 1.0
+        return np.asarray(self.matmat(e), dtype=np.float64)
+
+    # -- Gram matrix --------------------------------------------------------------------------
+    def gram(self) -> LinearOperator:
+        """The Gram matrix WᵀW as an implicit K × K operator."""
+        return _Gram(self)
+
+    def gram_matrix(self, max_entries: int = MAX_DENSE_ENTRIES) -> np.ndarray:
+        """WᵀW as a dense K × K array."""
+        k = self.size
+        if k * k > max_entries:
+            raise ValueError(f"the Gram matrix of {self.name} would have {k * k} entries (limit {max_entries})")
+        return np.asarray(self.gram().matmat(np.eye(k)), dtype=np.float64)
+
+    # -- column norms (sensitivity and analytic error) --------------------------------------
+    def _check_pairs(self, u, v) -> tuple[np.ndarray, np.ndarray]:
+        u = check_index_array(u, "u", self.size - 1)
+        v = check_index_array(v, "v", self.size)
+        if u.shape != v.shape:
+            raise ValueError(f"u and v must have the same length, got {u.size} and {v.size}")
+        return u, v
+
+    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+        """Norms of column differences ``W[:, u[i]] - W[:, v[i]]``; ``v[i] == K`` means a zero column (⊥).
+
+        ``norm="l1"`` gives L1 norms (policy sensitivities, SPEC §3); ``"l2sq"`` squared L2 norms
+        (analytic errors). Generic version: products with blocks of signed unit vectors.
+        """
+        u, v = self._check_pairs(u, v)
+        check_norm(norm)
+        m, k = self.shape
+        out = np.empty(u.size)
+        step = max(1, CHUNK_ENTRIES // max(m, k))
+        for start in range(0, u.size, step):
+            cu, cv = u[start : start + step], v[start : start + step]
+            block = np.zeros((k + 1, cu.size))
+            cols = np.arange(cu.size)
+            block[cu, cols] += 1.0
+            block[cv, cols] -= 1.0
+            diff = np.asarray(self.matmat(block[:k]), dtype=np.float64)
+            out[start : start + step] = np.abs(diff).sum(0) if norm == "l1" else (diff**2).sum(0)
+        return out
+
+    def column_norms(self, norm: str = "l1") -> np.ndarray:
+        """Norm of every column ``W[:, j]``; the max L1 norm is the unit-change (unbounded) sensitivity."""
+        k = self.size
+        return self.difference_norms(np.arange(k), np.full(k, k), norm)
+
+    def frobenius_sq(self) -> float:
+        """‖W‖_F², the sum of squared entries."""
+        return float(self.column_norms("l2sq").sum())
+
+    def column_diameter(self, cells=None) -> float:
+        """Largest L1 distance ``‖W[:, u] - W[:, v]‖₁`` over pairs of ``cells`` (all cells if None).
+
+        This is the sensitivity under a clique policy (complete graph, a partition block).
+        Generic version: all pairs, in blocks.
+        """
+        cells = np.arange(self.size) if cells is None else check_index_array(cells, "cells", self.size - 1)
+        best = 0.0
+        n = cells.size
+        step = max(1, CHUNK_ENTRIES // max(1, n))
+        for start in range(0, n - 1, step):
+            rows = np.arange(start, min(start + step, n - 1))
+            counts = n - 1 - rows  # row i pairs with every j > i
+            i = np.repeat(rows, counts)
+            j = i + 1 + np.arange(i.size) - np.repeat(np.cumsum(counts) - counts, counts)
+            best = max(best, float(self.difference_norms(cells[i], cells[j]).max()))
+        return best
+
+
+class _Adjoint(LinearOperator):
+    """Wᵀ, with the block products of its workload."""
+
+    def __init__(self, workload: Workload):
+        self.workload = workload
+        m, k = workload.shape
+        super().__init__(dtype=workload.dtype, shape=(k, m))
+
+    def _matmat(self, y):
+        return self.workload._rmatmat(np.asarray(y))
+
+    def _rmatmat(self, x):
+        return self.workload._matmat(np.asarray(x))
+
+    def _matvec(self, y):
+        return self._matmat(np.asarray(y).reshape(-1, 1)).reshape(-1)
+
+    def _rmatvec(self, x):
+        return self._rmatmat(np.asarray(x).reshape(-1, 1)).reshape(-1)
+
+    def _adjoint(self):
+        return self.workload
+
+
+class _Gram(LinearOperator):
+    """WᵀW applied as Wᵀ(W x)."""
+
+    def __init__(self, workload: Workload):
+        self.workload = workload
+        k = workload.size
+        super().__init__(dtype=workload.dtype, shape=(k, k))
+
+    def _matmat(self, x):
+        return self.workload._rmatmat(self.workload._matmat(np.asarray(x)))
+
+    def _matvec(self, x):
+        return self._matmat(np.asarray(x).reshape(-1, 1)).reshape(-1)
+
+    _rmatmat = _matmat
+    _rmatvec = _matvec
+
+    def _adjoint(self):
+        return self

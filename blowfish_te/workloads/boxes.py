@@ -1,0 +1,253 @@
+"""Box workloads: counting queries over axis-aligned boxes of a d-dimensional grid.
+
+Ranges (d = 1), rectangles (d = 2), prefixes, the identity and marginals are all box workloads.
+With the exclusive prefix-sum table P(x)[t] = Σ_{c < t} x_c on the grid padded by one cell per
+axis (c < t componentwise), a box [lo, hi] sums to Σ over its 2^d corners t ∈ {lo, hi+1}^d of
+(-1)^{#lo} P(x)[t] (inclusion–exclusion). So W = R·P with R the sparse m × ∏(k_i+1) corner
+matrix, and W x, Wᵀ y and the Gram product cost O(K + m·2^d) (summed-area tables).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._grid import offset_pairs, positive_offsets, strides
+from .._validation import check_index_array, check_shape
+from .base import CHUNK_ENTRIES, Workload, check_norm
+
+#: Cap on non-zeros of sparse forms built on request.
+MAX_SPARSE_NNZ = 2**26
+
+
+def _corner_indices(padded: tuple[int, ...], lo: np.ndarray, hi: np.ndarray):
+    """Yield (sign, flat index into the padded grid) for each of the 2^d corner choices."""
+    d = len(padded)
+    for bits in itertools.product((0, 1), repeat=d):
+        coords = [lo[:, i] if b else hi[:, i] + 1 for i, b in enumerate(bits)]
+        yield (-1) ** sum(bits), np.ravel_multi_index(coords, padded)
+
+
+def _suffix_sums(table: np.ndarray, d: int) -> np.ndarray:
+    """Σ over t ≥ s (componentwise) of table[t], on the first d axes."""
+    for axis in range(d):
+        table = np.flip(np.cumsum(np.flip(table, axis), axis=axis), axis)
+    return table
+
+
+def coverage(domain: tuple[int, ...], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Number of boxes [lo_r, hi_r] containing each cell (flat, length K), in O(K + m·2^d)."""
+    padded = tuple(k + 1 for k in domain)
+    size = math.prod(padded)
+    diff = np.zeros(size, dtype=np.int64)
+    for sign, idx in _corner_indices(padded, lo, hi):
+        diff += sign * np.bincount(idx, minlength=size)
+    table = _suffix_sums(diff.reshape(padded), len(domain))
+    return table[(slice(1, None),) * len(domain)].reshape(-1)
+
+
+class Boxes(Workload):
+    """Counting queries ``W[r] x = Σ_{lo_r <= c <= hi_r} x_c`` over m boxes of a grid (bounds inclusive).
+
+    Parameters
+    ----------
+    domain : int or tuple of int
+        Grid shape (k_1, ..., k_d).
+    lo, hi : array of shape (m, d) (or (m,) when d = 1)
+        Corners of the boxes, ``0 <= lo <= hi < k`` on every axis.
+    """
+
+    is_binary = True
+
+    def __init__(self, domain, lo, hi, name: str | None = None):
+        domain = check_shape(domain, "domain")
+        d = len(domain)
+        lo, hi = np.asarray(lo), np.asarray(hi)
+        if lo.size == 0 or hi.size == 0:
+            raise ValueError("a workload needs at least one query, got 0 boxes")
+        for arg, arr in (("lo", lo), ("hi", hi)):
+            if arr.dtype == bool or arr.dtype.kind not in "iu":
+                raise TypeError(f"{arg} must hold integer cell coordinates, got dtype {arr.dtype}")
+        if d == 1 and lo.ndim == 1 and hi.ndim == 1:
+            lo, hi = lo.reshape(-1, 1), hi.reshape(-1, 1)
+        if lo.ndim != 2 or lo.shape[1] != d or lo.shape != hi.shape:
+            raise ValueError(f"lo and hi must both have shape (m, {d}) for domain {domain}, got {lo.shape} and {hi.shape}")
+        k = np.array(domain)
+        bad = np.flatnonzero(((lo < 0) | (hi >= k) | (lo > hi)).any(axis=1))
+        if bad.size:
+            r = int(bad[0])
+            raise ValueError(
+                f"box {r} has lo={lo[r].tolist()}, hi={hi[r].tolist()}: bounds must satisfy "
+                f"0 <= lo <= hi < {list(domain)} on every axis ({bad.size} invalid boxes)"
+            )
+        self.lo = lo.astype(np.int64)
+        self.hi = hi.astype(np.int64)
+        self.lo.flags.writeable = False
+        self.hi.flags.writeable = False
+        super().__init__(domain, lo.shape[0], name or f"boxes({domain}, m={lo.shape[0]})")
+        self._padded = tuple(s + 1 for s in domain)
+        m = lo.shape[0]
+        rows, cols, data = [], [], []
+        for sign, idx in _corner_indices(self._padded, self.lo, self.hi):
+            rows.append(np.arange(m))
+            cols.append(idx)
+            data.append(np.full(m, sign, dtype=np.int64))
+        self._corners = sp.csr_array(
+            (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
+            shape=(m, math.prod(self._padded)),
+        )
+        self._counts: np.ndarray | None = None
+
+    # -- products -------------------------------------------------------------------------------
+    def _prefix_table(self, x: np.ndarray) -> np.ndarray:
+        d = len(self.domain)
+        table = x.reshape(self.domain + (x.shape[1],))
+        for axis in range(d):
+            table = np.cumsum(table, axis=axis)
+        table = np.pad(table, [(1, 0)] * d + [(0, 0)])
+        return table.reshape(-1, x.shape[1])
+
+    def _matmat(self, x):
+        return self._corners @ self._prefix_table(np.asarray(x))
+
+    def _rmatmat(self, y):
+        y = np.asarray(y)
+        d = len(self.domain)
+        table = _suffix_sums((self._corners.T @ y).reshape(self._padded + (y.shape[1],)), d)
+        return table[(slice(1, None),) * d].reshape(self.size, y.shape[1])
+
+    def columns(self, cells) -> np.ndarray:
+        cells = check_index_array(cells, "cells", self.size - 1)
+        coords = np.stack(np.unravel_index(cells, self.domain), axis=1)
+        return self._inside(coords).T.astype(np.float64)
+
+    def _inside(self, coords: np.ndarray) -> np.ndarray:
+        """Boolean (len(coords), m): whether each box contains each cell."""
+        c = coords[:, None, :]
+        return ((self.lo[None] <= c) & (c <= self.hi[None])).all(axis=2)
+
+    # -- column norms -----------------------------------------------------------------------
+    def cell_counts(self) -> np.ndarray:
+        """Number of boxes containing each cell: the column L1 norms (read-only)."""
+        if self._counts is None:
+            counts = coverage(self.domain, self.lo, self.hi)
+            counts.flags.writeable = False
+            self._counts = counts
+        return self._counts
+
+    def _both(self, offset: np.ndarray) -> np.ndarray:
+        """For every cell u, the number of boxes containing both u and u + offset."""
+        lo = self.lo - np.minimum(offset, 0)
+        hi = self.hi - np.maximum(offset, 0)
+        keep = (lo <= hi).all(axis=1)
+        return coverage(self.domain, lo[keep], hi[keep])
+
+    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+        """Exact column-difference norms (entries are 0/1, so L1 equals squared L2).
+
+        ‖W e_u - W e_v‖₁ = c(u) + c(v) - 2 b(u, v), where c counts the boxes containing a cell and
+        b the boxes containing both. Pairs are grouped by grid offset δ = v - u: for a fixed δ, b is
+        the coverage of the boxes shrunk by δ, one O(K + m·2^d) table per offset. When there are many
+        distinct offsets, pairs are tested against every box directly (O(m·d) per pair).
+        """
+        u, v = self._check_pairs(u, v)
+        check_norm(norm)
+        counts = self.cell_counts()
+        out = np.empty(u.size)
+        bottom = v == self.size
+        out[bottom] = counts[u[bottom]]
+        cells = np.flatnonzero(~bottom)
+        if cells.size:
+            out[cells] = self._pair_l1(u[cells], v[cells])
+        return out
+
+    def _pair_l1(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        d = len(self.domain)
+        k = np.array(self.domain)
+        cu = np.stack(np.unravel_index(u, self.domain), axis=1)
+        cv = np.stack(np.unravel_index(v, self.domain), axis=1)
+        delta = cv - cu
+        key = np.ravel_multi_index(tuple((delta + k - 1).T), tuple(2 * k - 1))
+        if (key == key[0]).all():
+            keys, inverse = key[:1], np.zeros(key.size, dtype=np.int64)
+        else:
+            keys, inverse = np.unique(key, return_inverse=True)
+        m = self.num_queries
+        per_offset_cost = keys.size * (self.size + m * 2**d)
+        direct_cost = u.size * m * d
+        counts = self.cell_counts()
+        if per_offset_cost <= direct_cost:
+            out = np.empty(u.size)
+            order = np.argsort(inverse, kind="stable")
+            groups = np.split(order, np.flatnonzero(np.diff(inverse[order])) + 1)
+            for key_value, group in zip(keys, groups):
+                offset = np.array(np.unravel_index(key_value, tuple(2 * k - 1))) - (k - 1)
+                both = self._both(offset)
+                out[group] = counts[u[group]] + counts[v[group]] - 2 * both[u[group]]
+            return out
+        out = np.empty(u.size)
+        step = max(1, CHUNK_ENTRIES // (m * d))
+        for start in range(0, u.size, step):
+            sl = slice(start, start + step)
+            out[sl] = (self._inside(cu[sl]) != self._inside(cv[sl])).sum(axis=1)
+        return out
+
+    def column_diameter(self, cells=None) -> float:
+        """Sensitivity under a clique; for the whole grid, one coverage table per grid offset."""
+        if cells is not None:
+            cells = check_index_array(cells, "cells", self.size - 1)
+            if np.unique(cells).size != self.size:
+                return super().column_diameter(cells)
+        counts = self.cell_counts()
+        best = 0.0
+        for offset in positive_offsets(self.domain, sum(self.domain)):
+            pu, pv = offset_pairs(self.domain, offset)
+            both = self._both(offset)
+            best = max(best, float((counts[pu] + counts[pv] - 2 * both[pu]).max()))
+        return best
+
+    # -- sparse forms -----------------------------------------------------------------------
+    def tosparse(self) -> sp.csr_array:
+        """W as a CSR array with one non-zero per (box, cell inside it)."""
+        sizes = self.hi - self.lo + 1
+        volume = sizes.prod(axis=1)
+        total = int(volume.sum())
+        if total > MAX_SPARSE_NNZ:
+            raise ValueError(
+                f"{self.name} would have {total} non-zeros as a sparse matrix (limit {MAX_SPARSE_NNZ}); "
+                "use the implicit products instead"
+            )
+        rows = np.repeat(np.arange(self.num_queries), volume)
+        rem = np.arange(total) - np.repeat(np.cumsum(volume) - volume, volume)
+        flat = np.zeros(total, dtype=np.int64)
+        st = strides(self.domain)
+        for axis in reversed(range(len(self.domain))):
+            size = np.repeat(sizes[:, axis], volume)
+            flat += (np.repeat(self.lo[:, axis], volume) + rem % size) * st[axis]
+            rem //= size
+        return sp.csr_array((np.ones(total), (rows, flat)), shape=self.shape)
+
+    def times_incidence(self, child: np.ndarray, parent: np.ndarray) -> sp.csr_array:
+        """Sparse W·P for the signed incidence P of edges child → parent (parent == K is ⊥).
+
+        In 1-D, W = R·P_exclusive, and P_exclusive·P has, for edge (c → p), entries
+        [c < t] - [p < t]: a run of ±1 over t ∈ (min, max]. Its non-zeros number the total edge
+        length, so a path-like tree costs O(K + m) instead of O(nnz(W)).
+        """
+        if len(self.domain) != 1:
+            return super().times_incidence(child, parent)
+        length = np.abs(parent - child)
+        total = int(length.sum())
+        if total > MAX_SPARSE_NNZ:
+            return super().times_incidence(child, parent)
+        start = np.minimum(child, parent) + 1
+        rows = np.repeat(start, length) + np.arange(total) - np.repeat(np.cumsum(length) - length, length)
+        cols = np.repeat(np.arange(child.size), length)
+        vals = np.repeat(np.where(child < parent, 1, -1), length)
+        runs = sp.csr_array((vals, (rows, cols)), shape=(self.size + 1, child.size))
+        out = sp.csr_array(self._corners @ runs, dtype=np.float64)
+        out.eliminate_zeros()
+        return out

@@ -1,0 +1,112 @@
+"""Shared oracles for the tests: dense twins and brute force written from the definitions."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+settings.register_profile(
+    "default", deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("default")
+
+
+def dense_boxes(domain, lo, hi) -> np.ndarray:
+    """Dense matrix of box queries, one indicator grid per box."""
+    rows = []
+    for a, b in zip(np.atleast_2d(lo), np.atleast_2d(hi)):
+        g = np.zeros(domain)
+        g[tuple(slice(int(i), int(j) + 1) for i, j in zip(a, b))] = 1
+        rows.append(g.ravel())
+    return np.array(rows)
+
+
+def brute_edges(policy_kind: str, shape, theta=1, labels=None) -> set:
+    """Edge set of a standard policy from SPEC §2's table, by testing every pair of cells."""
+    cells = list(itertools.product(*[range(k) for k in shape]))
+    k = math.prod(shape)
+    edges = set()
+    if policy_kind == "unbounded":
+        return {(i, k) for i in range(k)}
+    for i, a in enumerate(cells):
+        for j in range(i + 1, k):
+            b = cells[j]
+            dist = sum(abs(p - q) for p, q in zip(a, b))
+            differ = sum(p != q for p, q in zip(a, b))
+            keep = {
+                "complete": True,
+                "line": dist == 1,
+                "threshold": dist <= theta,
+                "grid": dist <= theta,
+                "attribute": differ == 1,
+                "partition": labels is not None and labels[i] == labels[j],
+            }[policy_kind]
+            if keep:
+                edges.add((i, j))
+    return edges
+
+
+def edge_set(policy) -> set:
+    return {(int(u), int(v)) for u, v in policy.edges}
+
+
+def brute_sensitivity(dense_w: np.ndarray, edges, k: int, max_records: int = 2) -> float:
+    """max ‖W x - W x'‖₁ over every pair of neighbouring histograms with at most ``max_records``
+    records: move one record along an edge (either direction), or add/remove one under ⊥ (index k)."""
+    best = 0.0
+    for n in range(max_records + 1):
+        for placement in itertools.combinations_with_replacement(range(k), n):
+            x = np.bincount(np.array(placement, dtype=int), minlength=k)
+            for u, v in edges:
+                for a, b in ((u, v), (v, u)):
+                    if a == k:  # add a record with value b
+                        x2 = x.copy()
+                        x2[b] += 1
+                    elif x[a] == 0:
+                        continue
+                    else:  # move (or remove, when b is ⊥) a record of value a
+                        x2 = x.copy()
+                        x2[a] -= 1
+                        if b < k:
+                            x2[b] += 1
+                    best = max(best, float(np.abs(dense_w @ x - dense_w @ x2).sum()))
+    return best
+
+
+@st.composite
+def forests(draw, max_cells: int = 8, allow_bottom: bool = True):
+    """(k, edges) of a random forest over k cells, possibly with ⊥ (index k) as a vertex."""
+    k = draw(st.integers(1, max_cells))
+    has_bottom = allow_bottom and draw(st.booleans())
+    v = k + int(has_bottom)
+    order = draw(st.permutations(range(v)))
+    edges = []
+    for i in range(1, v):
+        if draw(st.booleans()) or draw(st.booleans()):  # attach with probability 3/4
+            parent = order[draw(st.integers(0, i - 1))]
+            edges.append((order[i], parent))
+    return k, edges
+
+
+@st.composite
+def graphs(draw, max_cells: int = 6, allow_bottom: bool = True):
+    """(k, edges) of a random graph over k cells, possibly with ⊥ (index k)."""
+    k = draw(st.integers(1, max_cells))
+    v = k + int(allow_bottom and draw(st.booleans()))
+    pairs = [(i, j) for i in range(v) for j in range(i + 1, v)]
+    chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=len(pairs))) if pairs else []
+    return k, chosen
+
+
+def laplace_mse_sd(a: np.ndarray, scale: float, m: int) -> float:
+    """Standard deviation of (1/m) ηᵀAη for i.i.d. Laplace(scale) η and symmetric A.
+
+    Var(ηᵀAη) = (μ4 - 3σ⁴) Σ A_ii² + 2σ⁴ tr(A²) with σ² = 2b², μ4 = 24b⁴.
+    """
+    b4 = scale**4
+    var = 12 * b4 * float((np.diag(a) ** 2).sum()) + 8 * b4 * float((a * a).sum())
+    return math.sqrt(var) / m

@@ -1,0 +1,49 @@
+import re
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from blowfish_te.cli import main
+
+
+def _rows(output: str) -> dict:
+    """Table rows of the demo: (policy, mechanism) -> (expected RMSE, measured RMSE)."""
+    rows = {}
+    for line in output.splitlines():
+        m = re.match(r"(\S+)\s+(identity|laplace)\s+(transform|exact)\s+([\d.]+)\s+([\d.]+)", line)
+        if m:
+            rows[(m.group(1), m.group(2))] = (float(m.group(4)), float(m.group(5)))
+    return rows
+
+
+def test_demo_prints_blowfish_next_to_dp():
+    result = CliRunner().invoke(main, ["demo", "--k", "50", "--queries", "300", "--show", "3", "--seed", "2"])
+    assert result.exit_code == 0, result.output
+    rows = _rows(result.output)
+    assert set(rows) == {("line(50)", "identity"), ("line(50)", "laplace"), ("complete(50)", "identity"), ("unbounded(50)", "identity")}
+    blowfish, bounded = rows[("line(50)", "identity")], rows[("complete(50)", "identity")]
+    assert blowfish[0] < bounded[0] / 3  # the line policy buys accuracy
+    for expected, measured in rows.values():
+        assert 0.3 * expected < measured < 3 * expected
+    assert len(re.findall(r"^\[\d+, \d+\]", result.output, flags=re.M)) == 3
+
+
+def test_demo_is_reproducible():
+    args = ["demo", "--k", "30", "--queries", "50", "--seed", "7"]
+    assert CliRunner().invoke(main, args).output == CliRunner().invoke(main, args).output
+
+
+def test_bad_arguments_get_one_line_errors():
+    for args, word in [(["demo", "--epsilon", "0"], "epsilon"), (["demo", "--k", "1"], "--k"), (["demo", "--epsilon", "x"], "epsilon")]:
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2
+        assert word in result.output
+
+
+def test_module_entry_point_runs():
+    out = subprocess.run(
+        [sys.executable, "-m", "blowfish_te.cli", "demo", "--k", "20", "--queries", "20", "--show", "0"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert "line(20)" in out

@@ -1,0 +1,181 @@
+import math
+
+import numpy as np
+import pytest
+
+import blowfish_te as bt
+from blowfish_te import Mechanism, answer, policies, transform
+from blowfish_te import workloads as wl
+from blowfish_te.mechanisms import DirectLaplace, Identity, get_mechanism
+from conftest import laplace_mse_sd
+
+X64 = np.random.default_rng(0).integers(0, 50, 64)
+
+
+def _monte_carlo(w, x, policy, epsilon, mechanism, trials, route="auto"):
+    truth = w @ x
+    return np.array(
+        [np.mean((answer(w, x, policy, epsilon, mechanism, rng=t, route=route).answers - truth) ** 2) for t in range(trials)]
+    )
+
+
+@pytest.mark.parametrize("build, spec_mse", [
+    (wl.prefix, lambda k: 2 * (k - 1) / k),
+    (wl.all_ranges, lambda k: 4 - 8 / (k + 1)),
+])
+def test_transformed_laplace_error_matches_spec_and_monte_carlo(build, spec_mse):
+    """Acceptance: identity under line(k) has per-query MSE 2/ε²·(k-1)/k on prefixes and
+    (4 - 8/(k+1))/ε² on all ranges (SPEC §12), analytically and by a seeded Monte-Carlo test whose
+    tolerance is 4 standard errors of the mean, from the exact variance of a Laplace quadratic form."""
+    k, epsilon, trials = 64, 0.5, 400
+    w, policy = build(k), policies.line(k)
+    release = answer(w, X64, policy, epsilon, "identity", rng=0)
+    assert release.expected_mse == pytest.approx(spec_mse(k) / epsilon**2, rel=1e-12)
+    mse = _monte_carlo(w, X64, policy, epsilon, "identity", trials)
+    w_g = transform(policy).workload(w).dense()
+    sd = laplace_mse_sd(w_g.T @ w_g, 1 / epsilon, w.num_queries)
+    assert 4 * sd / math.sqrt(trials) < 0.06 * release.expected_mse  # the check has power
+    assert abs(mse.mean() - release.expected_mse) < 4 * sd / math.sqrt(trials)
+
+
+def test_spec_reference_values_for_other_routes():
+    k, eps = 256, 1.0
+    x = np.zeros(k, dtype=int)
+    dp = answer(wl.all_ranges(k), x, policies.unbounded(k), eps, "identity", rng=0)
+    assert dp.expected_mse == pytest.approx(2 * (k + 2) / 3)
+    assert answer(wl.all_ranges(k), x, policies.line(k), eps, "identity", rng=0).expected_mse == pytest.approx(3.9689, abs=1e-4)
+    direct = answer(wl.prefix(k), x, policies.threshold(k, 16), eps, "laplace", rng=0)
+    assert direct.route == "exact" and direct.sensitivity == 16
+    assert direct.expected_mse == pytest.approx(2 * 16**2)
+
+
+@pytest.mark.parametrize("w, policy, mechanism, delta", [
+    (wl.identity(64), policies.complete(64), "identity", 2),  # exact route, bounded DP
+    (wl.prefix(64), policies.threshold(64, 4), "laplace", 4),  # exact route, Thm 5.1
+    (wl.prefix(64), policies.line(64), "laplace", 1),          # transform route
+])
+def test_calibrated_laplace_matches_its_expected_error(w, policy, mechanism, delta):
+    """Monte-Carlo within 4 standard errors (about 6% here) of 2 (Δ/ε)² ‖R‖_F² / m."""
+    eps, trials = 1.0, 300
+    release = answer(w, X64, policy, eps, mechanism, rng=0)
+    assert release.sensitivity == delta
+    mse = _monte_carlo(w, X64, policy, eps, mechanism, trials)
+    # i.i.d. Laplace(Δ/ε) on each answer (laplace) or on each cell (identity)
+    a = np.eye(w.num_queries) if mechanism == "laplace" else w.dense().T @ w.dense()
+    sd = laplace_mse_sd(a, delta / eps, w.num_queries)
+    assert 4 * sd / math.sqrt(trials) < 0.07 * release.expected_mse
+    assert abs(mse.mean() - release.expected_mse) < 4 * sd / math.sqrt(trials)
+
+
+def test_direct_laplace_routes_agree_on_forests():
+    """On a forest, Laplace on W_G x_G plus offset is Laplace on W x with Δ_G(W)."""
+    w, policy = wl.random_ranges(64, 30, rng=1), policies.line(64)
+    a = answer(w, X64, policy, 0.7, "laplace", rng=5, route="transform")
+    b = answer(w, X64, policy, 0.7, "laplace", rng=5, route="exact")
+    assert a.sensitivity == b.sensitivity == bt.sensitivity(w, policy)
+    assert np.allclose(a.answers, b.answers)
+
+
+def test_same_seed_same_release_and_generators_are_accepted():
+    w, policy = wl.prefix(64), policies.line(64)
+    a = answer(w, X64, policy, 1.0, rng=3).answers
+    assert np.array_equal(a, answer(w, X64, policy, 1.0, rng=3).answers)
+    assert np.array_equal(a, answer(w, X64, policy, 1.0, rng=np.random.default_rng(3)).answers)
+    assert not np.array_equal(a, answer(w, X64, policy, 1.0, rng=4).answers)
+
+
+def test_release_metadata():
+    x = np.array([3, 4, 5, 6, 7])
+    release = answer(wl.identity(5), x, policies.partition([0, 0, 1, 1, 2]), 1.0, rng=0)
+    assert release.component_totals == {1: 7, 3: 11, 4: 7}
+    assert release.route == "transform" and release.mechanism == "identity"
+    assert release.epsilon == 1.0 and release.workload == "identity(5)"
+    assert "numpy" in release.sampler
+    assert not release.answers.flags.writeable
+    assert answer(wl.identity(5), x, policies.line(5), 1.0, rng=0).component_totals == {4: 25}
+    assert answer(wl.identity(5), x, policies.unbounded(5), 1.0, rng=0).component_totals == {}
+    assert answer(wl.identity(5), x, policies.complete(5), 1.0, rng=0).component_totals == {}
+
+
+def test_a_policy_without_edges_releases_exact_answers():
+    x = np.array([2, 0, 5])
+    release = answer(wl.prefix(3), x, policies.partition([0, 1, 2]), 1.0, rng=0)
+    assert np.array_equal(release.answers, [2, 2, 7]) and release.expected_mse == 0
+
+
+class _Recorder(Mechanism):
+    """A (non-private) plumbing probe: records its inputs and returns exact answers."""
+
+    name = "recorder"
+
+    def run(self, workload, x, epsilon, rng=None):
+        self.seen = (workload, np.array(x), epsilon)
+        return workload @ x
+
+
+def test_custom_mechanisms_receive_the_transformed_pair():
+    probe = _Recorder()
+    policy = policies.line(64)
+    w = wl.random_ranges(64, 10, rng=2)
+    release = answer(w, X64, policy, 0.3, probe, rng=0)
+    workload, x_g, eps = probe.seen
+    assert isinstance(workload, bt.TransformedWorkload) and eps == 0.3
+    assert np.array_equal(x_g, transform(policy).data(X64))
+    assert np.array_equal(release.answers, w @ X64)
+    assert release.expected_mse is None and release.sensitivity is None
+
+
+def test_routes_that_would_not_be_private_are_refused():
+    with pytest.raises(bt.CyclicPolicyError, match="tree"):
+        answer(wl.prefix(8), np.ones(8, int), policies.threshold(8, 2), 1.0, _Recorder(), rng=0)
+    with pytest.raises(bt.CyclicPolicyError, match="stretch"):
+        answer(wl.prefix(8), np.ones(8, int), policies.threshold(8, 2), 1.0, "identity", rng=0, route="transform")
+    with pytest.raises(bt.CyclicPolicyError):
+        answer(wl.prefix(4), np.ones(4, int), policies.grid((2, 2)), 1.0, "identity", route="transform")
+
+
+def test_mechanisms_by_name():
+    assert isinstance(get_mechanism("identity"), Identity)
+    assert isinstance(get_mechanism("laplace"), DirectLaplace)
+    probe = _Recorder()
+    assert get_mechanism(probe) is probe
+
+
+GOOD = dict(workload=wl.prefix(4), x=np.array([1, 2, 3, 4]), policy=policies.line(4), epsilon=1.0)
+
+
+@pytest.mark.parametrize(
+    "change, exc, words",
+    [
+        (dict(x=[1, -2, 3, 4]), ValueError, "negative"),
+        (dict(x=[1, np.nan, 3, 4]), ValueError, "NaN"),
+        (dict(x=[1, 2.5, 3, 4]), ValueError, "fractional"),
+        (dict(x=[1, 2, 3]), ValueError, "shape"),
+        (dict(x=[[1, 2], [3, 4]]), ValueError, "shape"),
+        (dict(x=[True, False, True, True]), TypeError, "boolean"),
+        (dict(x=["a", "b", "c", "d"]), TypeError, "numeric"),
+        (dict(epsilon=0), ValueError, "epsilon"),
+        (dict(epsilon=-1.0), ValueError, "epsilon"),
+        (dict(epsilon=float("nan")), ValueError, "epsilon"),
+        (dict(epsilon=float("inf")), ValueError, "epsilon"),
+        (dict(epsilon="1"), TypeError, "epsilon"),
+        (dict(workload=wl.prefix(5)), ValueError, "cells"),
+        (dict(policy="line"), TypeError, "policy"),
+        (dict(mechanism="gaussian"), ValueError, "unknown mechanism 'gaussian'; known mechanisms: identity, laplace"),
+        (dict(mechanism=3), TypeError, "mechanism"),
+        (dict(route="tree"), ValueError, "route"),
+        (dict(rng=-1), ValueError, "rng"),
+        (dict(rng=1.5), TypeError, "rng"),
+        (dict(rng=np.random.RandomState(0)), TypeError, "rng"),
+    ],
+)
+def test_bad_input_is_named(change, exc, words):
+    args = {**GOOD, **change}
+    with pytest.raises(exc, match=words):
+        answer(**args)
+
+
+def test_good_inputs_in_other_forms():
+    assert answer(np.eye(4), [1.0, 2.0, 3.0, 4.0], policies.line(4), 2, rng=0).answers.shape == (4,)
+    x2d = np.arange(6).reshape(2, 3)
+    assert answer(wl.identity((2, 3)), x2d, policies.grid((2, 3)), 1.0, "laplace", rng=0).answers.shape == (6,)

@@ -1,0 +1,184 @@
+import itertools
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from blowfish_te import CyclicPolicyError, policies, transform
+from blowfish_te import workloads as wl
+from blowfish_te._graph import signed_incidence
+from conftest import forests
+
+
+def _policy(k, edges):
+    return policies.from_edges(k, np.array(edges, dtype=int).reshape(-1, 2))
+
+
+def _workloads(k, seed):
+    rng = np.random.default_rng(seed)
+    yield wl.random_ranges(k, 7, rng=rng)
+    yield wl.prefix(k)
+    yield wl.all_ranges(k)
+    yield wl.from_matrix(rng.integers(-3, 4, (4, k)))
+
+
+@given(forests(max_cells=9), st.integers(0, 2**32 - 1))
+def test_workload_answers_are_preserved_exactly(case, seed):
+    """W x == W_G x_G + offset(W), in integer arithmetic, on random forests with and without ⊥."""
+    k, edges = case
+    tree = transform(_policy(k, edges))
+    x = np.random.default_rng(seed).integers(0, 1000, k)
+    x_g, totals = tree.data(x), tree.totals(x)
+    assert x_g.dtype == np.int64 and (x_g >= 0).all()
+    assert np.array_equal(tree.reconstruct(x_g, totals), x)
+    for w in _workloads(k, seed):
+        w_g = tree.workload(w) if tree.num_edges else None
+        lhs = w @ x
+        rhs = tree.offset(w, totals) + (w_g @ x_g if w_g is not None else 0)
+        assert np.array_equal(lhs, rhs)
+
+
+@given(forests(max_cells=8), st.integers(0, 2**32 - 1))
+def test_transformed_workload_forms_agree(case, seed):
+    k, edges = case
+    tree = transform(_policy(k, edges))
+    if tree.num_edges == 0:
+        return
+    p = signed_incidence(tree.child, tree.parent, k).toarray()
+    assert np.array_equal(tree.incidence().toarray(), p)
+    for w in _workloads(k, seed):
+        w_g = tree.workload(w)
+        expected = w.dense() @ p
+        assert np.allclose(w_g.dense(), expected)
+        assert np.allclose(w_g.tosparse().toarray(), expected)
+        y = np.random.default_rng(seed).normal(size=w.num_queries)
+        assert np.allclose(w_g.T @ y, expected.T @ y)
+        assert np.allclose(w_g.column_norms(), np.abs(expected).sum(0))
+        assert np.isclose(w_g.frobenius_sq(), (expected**2).sum())
+        assert np.allclose(w_g.gram_matrix(), expected.T @ expected)
+
+
+def _labeled_trees(n):
+    """Every labelled tree on n vertices, from all Prüfer sequences."""
+    if n == 1:
+        yield nx.empty_graph(1)
+        return
+    if n == 2:
+        yield nx.path_graph(2)
+        return
+    for seq in itertools.product(range(n), repeat=n - 2):
+        yield nx.from_prufer_sequence(list(seq))
+
+
+@pytest.mark.parametrize("vertices", [2, 3, 4, 5])
+@pytest.mark.parametrize("with_bottom", [False, True])
+def test_a_move_along_any_edge_changes_one_coordinate_by_one(vertices, with_bottom):
+    """Exhaustive over all labelled trees: G-neighbours are unit changes of x_G."""
+    k = vertices - 1 if with_bottom else vertices
+    if k == 0:
+        return
+    rng = np.random.default_rng(vertices)
+    for tree_graph in _labeled_trees(vertices):
+        edges = list(tree_graph.edges())  # vertex k, if present, is ⊥
+        tree = transform(_policy(k, edges))
+        x = rng.integers(1, 4, k)
+        x_g = tree.data(x)
+        for u, v in edges:
+            for a, b in ((u, v), (v, u)):
+                x2 = x.copy()
+                if a < k:
+                    x2[a] -= 1
+                if b < k:
+                    x2[b] += 1
+                delta = tree.data(x2) - x_g
+                assert np.abs(delta).sum() == 1, (edges, a, b, delta)
+                assert np.array_equal(tree.totals(x2), tree.totals(x))
+
+
+def test_line_rooted_at_the_last_cell():
+    k = 12
+    tree = transform(policies.line(k))
+    x = np.random.default_rng(0).integers(0, 9, k)
+    assert np.array_equal(tree.data(x), np.cumsum(x)[:-1])
+    assert np.array_equal(tree.roots, [k - 1])
+    prefix_g = tree.workload(wl.prefix(k)).dense()
+    assert np.array_equal(prefix_g, np.vstack([np.eye(k - 1), np.zeros(k - 1)]))
+    ranges_g = tree.workload(wl.all_ranges(k)).tosparse()
+    assert np.diff(ranges_g.indptr).max() == 2
+
+
+def test_unbounded_is_the_identity_transform_and_discloses_nothing():
+    tree = transform(policies.unbounded(6))
+    x = np.arange(6)
+    assert np.array_equal(tree.data(x), x)
+    assert tree.roots.size == 0 and tree.totals(x).size == 0
+
+
+def test_partition_discloses_block_totals():
+    tree = transform(policies.partition([0, 0, 1, 1, 2]))
+    x = np.array([3, 4, 5, 6, 7])
+    assert dict(zip(tree.roots.tolist(), tree.totals(x).tolist())) == {1: 7, 3: 11, 4: 7}
+
+
+def test_transform_on_a_large_line_and_random_tree():
+    k = 100_000
+    x = np.random.default_rng(1).integers(0, 5, k)
+    assert np.array_equal(transform(policies.line(k)).data(x), np.cumsum(x)[:-1])
+    rng = np.random.default_rng(2)
+    parent = (rng.random(k - 1) * np.arange(1, k)).astype(int)
+    tree = transform(policies.from_edges(k, np.stack([np.arange(1, k), parent], 1)))
+    x_g = tree.data(x)
+    assert np.array_equal(tree.reconstruct(x_g, tree.totals(x)), x)
+    # orientation and subtree sums the slow way: BFS depths from the root, deepest vertices first
+    assert np.array_equal(tree.roots, [k - 1])
+    depth = nx.single_source_shortest_path_length(nx.Graph(zip(range(1, k), parent)), k - 1)
+    assert all(depth[int(p)] == depth[int(c)] - 1 for c, p in zip(tree.child, tree.parent))
+    up = dict(zip(tree.child.tolist(), tree.parent.tolist()))
+    sums = x.copy()
+    for v in sorted(up, key=depth.get, reverse=True):
+        sums[up[v]] += sums[v]
+    assert np.array_equal(x_g, sums[tree.child])
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [policies.grid((2, 2)), policies.threshold(10, 2), policies.complete(3), policies.partition([0, 0, 0])],
+    ids=lambda p: p.name,
+)
+def test_cyclic_policies_are_refused_with_the_tree_embedding_route_named(policy):
+    """SPEC §5 route 3: no pseudo-inverse transform of a cyclic graph, e.g. the 2 × 2 grid."""
+    with pytest.raises(CyclicPolicyError, match="spanning tree") as info:
+        transform(policy)
+    assert "stretch" in str(info.value)
+
+
+def test_minimum_norm_transform_of_the_2x2_grid_is_not_private():
+    """Why route 3 is refused: P_G⁺ P_G has columns of L1 norm 1.5 on the 2 × 2 grid (SPEC §5)."""
+    p = policies.grid((2, 2)).incidence().toarray()
+    norms = np.abs(np.linalg.pinv(p) @ p).sum(0)
+    assert np.allclose(norms, 1.5)
+
+
+def test_transforms_are_cached_per_policy():
+    pol = policies.line(5)
+    assert transform(pol) is transform(pol)
+
+
+def test_bad_data_and_arguments():
+    tree = transform(policies.line(4))
+    with pytest.raises(ValueError, match="shape"):
+        tree.data([1, 2, 3])
+    with pytest.raises(ValueError, match="negative"):
+        tree.data([1, -2, 3, 4])
+    with pytest.raises(ValueError, match="x_g"):
+        tree.reconstruct(np.zeros(4), [1])
+    with pytest.raises(ValueError, match="totals"):
+        tree.reconstruct(np.zeros(3), [1, 2])
+    with pytest.raises(ValueError, match="cells"):
+        tree.workload(wl.prefix(5))
+    with pytest.raises(TypeError, match="Policy"):
+        transform("line")
+    with pytest.raises(ValueError, match="no edges"):
+        transform(policies.line(1)).workload(wl.prefix(1))

@@ -1,0 +1,218 @@
+import itertools
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from blowfish_te import workloads as wl
+from blowfish_te._graph import signed_incidence
+from blowfish_te.workloads.base import Workload
+from conftest import dense_boxes
+
+
+def twins():
+    """(implicit workload, dense twin built from the definition) on small domains."""
+    rng = np.random.default_rng(7)
+    k = 9
+    lo, hi = np.sort(rng.integers(0, k, (2, 6)), axis=0)
+    yield wl.identity(k), np.eye(k)
+    yield wl.prefix(k), np.tril(np.ones((k, k)))
+    yield wl.all_ranges(k), np.array([[a <= j <= b for j in range(k)] for a in range(k) for b in range(a, k)], float)
+    yield wl.ranges(k, lo, hi), np.array([[a <= j <= b for j in range(k)] for a, b in zip(lo, hi)], float)
+    rr = wl.random_ranges(k, 12, rng=1)
+    yield rr, dense_boxes((k,), rr.lo, rr.hi)
+    rect = wl.random_rects((4, 5), 7, rng=2)
+    yield rect, dense_boxes((4, 5), rect.lo, rect.hi)
+    yield wl.rects((3, 3), [[0, 0], [1, 2]], [[2, 1], [1, 2]]), dense_boxes((3, 3), [[0, 0], [1, 2]], [[2, 1], [1, 2]])
+    yield wl.identity((2, 3)), np.eye(6)
+    yield wl.prefix((3, 2)), np.array(
+        [[(i <= a) and (j <= b) for i in range(3) for j in range(2)] for a in range(3) for b in range(2)], float
+    )
+    coords = np.indices((2, 3, 2)).reshape(3, -1)
+    marg = [coords[0] == i for i in range(2)] + [coords[2] == j for j in range(2)] + [np.ones(12, bool)]
+    yield wl.marginals((2, 3, 2), [(0,), (2,), ()]), np.array(marg, float)
+    mat = rng.integers(-2, 3, (5, 7)).astype(float)
+    yield wl.from_matrix(mat), mat
+    yield wl.from_matrix(sp.csr_array(mat)), mat
+
+
+TWINS = list(twins())
+IDS = [w.name for w, _ in TWINS]
+
+
+@pytest.mark.parametrize("w, d", TWINS, ids=IDS)
+def test_implicit_workloads_equal_their_dense_twins(w, d):
+    rng = np.random.default_rng(0)
+    m, k = d.shape
+    assert w.shape == (m, k)
+    assert np.allclose(w.dense(), d)
+    x = rng.integers(0, 9, k)
+    y = rng.normal(size=m)
+    assert np.allclose(w @ x, d @ x)
+    assert np.allclose(w.T @ y, d.T @ y)
+    xs = rng.normal(size=(k, 3))
+    ys = rng.normal(size=(m, 3))
+    assert np.allclose(w.matmat(xs), d @ xs)
+    assert np.allclose(w.rmatmat(ys), d.T @ ys)
+    assert np.allclose(w.gram().matmat(xs), d.T @ d @ xs)
+    assert np.allclose(w.gram_matrix(), d.T @ d)
+    assert np.allclose(w.tosparse().toarray(), d)
+    cells = rng.integers(0, k, 4)
+    assert np.allclose(w.columns(cells), d[:, cells])
+    assert np.isclose(w.frobenius_sq(), (d**2).sum())
+    assert w.is_binary == bool(np.isin(d, (0, 1)).all())
+
+
+@pytest.mark.parametrize("w, d", TWINS, ids=IDS)
+def test_integer_products_are_exact(w, d):
+    x = np.random.default_rng(1).integers(0, 10**9, w.size)
+    if w.is_binary:
+        assert (w @ x).dtype.kind == "i"
+    assert np.array_equal(np.asarray(w @ x, dtype=np.float64), d @ x)
+
+
+@pytest.mark.parametrize("w, d", TWINS, ids=IDS)
+@pytest.mark.parametrize("norm", ["l1", "l2sq"])
+def test_difference_norms_and_column_diameter_match_brute_force(w, d, norm):
+    rng = np.random.default_rng(2)
+    k = w.size
+    padded = np.vstack([d.T, np.zeros(d.shape[0])])  # row K is the zero column of ⊥
+    u = rng.integers(0, k, 60)
+    v = rng.integers(0, k + 1, 60)
+    diff = padded[u] - padded[v]
+    expected = np.abs(diff).sum(1) if norm == "l1" else (diff**2).sum(1)
+    assert np.allclose(w.difference_norms(u, v, norm), expected)
+    assert np.allclose(w.column_norms(norm), np.abs(d).sum(0) if norm == "l1" else (d**2).sum(0))
+    pairs = list(itertools.combinations(range(k), 2))
+    diameter = max(np.abs(d[:, i] - d[:, j]).sum() for i, j in pairs)
+    assert w.column_diameter() == pytest.approx(diameter)
+    subset = rng.choice(k, size=4, replace=False)
+    sub_diameter = max(np.abs(d[:, i] - d[:, j]).sum() for i, j in itertools.combinations(subset, 2))
+    assert w.column_diameter(subset) == pytest.approx(sub_diameter)
+
+
+@given(
+    st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple),
+    st.integers(1, 12),
+    st.integers(0, 2**32 - 1),
+)
+def test_box_column_norms_on_random_boxes_both_paths(shape, m, seed):
+    w = wl.random_rects(shape, m, rng=seed)
+    d = dense_boxes(shape, w.lo, w.hi)
+    rng = np.random.default_rng(seed)
+    k = w.size
+    u, v = rng.integers(0, k, (2, 40))
+    expected = np.abs(d[:, u] - d[:, v]).sum(0)
+    assert np.allclose(w.difference_norms(u, v), expected)
+    assert np.allclose(w._pair_l1(u, v), expected)  # the per-box path, whatever the cost model picks
+    same_offset = np.arange(k)
+    assert np.allclose(w.difference_norms(same_offset, same_offset), 0)
+
+
+def test_box_per_offset_and_direct_paths_agree_at_scale():
+    w = wl.random_ranges(3000, 400, rng=3)
+    rng = np.random.default_rng(4)
+    u = rng.integers(0, 2990, 5000)
+    v = u + rng.integers(1, 10, 5000)  # few offsets: the per-offset path
+    direct = (w._inside(u[:, None]) != w._inside(v[:, None])).sum(1)
+    assert np.array_equal(w.difference_norms(u, v), direct)
+
+
+def test_all_ranges_closed_forms():
+    k = 30
+    w = wl.all_ranges(k)
+    u = np.arange(k)
+    assert np.array_equal(w.column_norms(), (u + 1) * (k - u))
+    g = w.gram_matrix()
+    assert g[3, 10] == (3 + 1) * (k - 10)
+    assert w.column_diameter() == (k + 1) ** 2 // 4
+
+
+def test_all_ranges_stays_implicit():
+    w = wl.all_ranges(2048)  # 2.1 million queries: a dense matrix would need 34 GB
+    x = np.ones(2048)
+    tracemalloc.start()
+    answers = w @ x
+    back = w.T @ np.ones(w.shape[0])
+    gram = w.gram() @ x
+    norms = w.column_norms()
+    diameter = w.column_diameter(np.arange(0, 2048, 7))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 300 * 2**20
+    assert answers.max() == 2048 and back[0] == 2048 and norms[0] == 2048
+    assert gram[0] == 2048 * 2049 / 2  # Σ_v (min(0, v) + 1)(k - max(0, v))
+    assert diameter > 0
+    with pytest.raises(ValueError, match="dense"):
+        w.dense()
+
+
+def test_random_workloads_are_reproducible_and_sorted():
+    a = wl.random_ranges(100, 50, rng=5)
+    b = wl.random_ranges(100, 50, rng=np.random.default_rng(5))
+    assert np.array_equal(a.lo, b.lo) and np.array_equal(a.hi, b.hi)
+    assert (a.lo <= a.hi).all()
+    c = wl.random_rects((10, 20), 30, rng=6)
+    assert np.array_equal(c.lo, wl.random_rects((10, 20), 30, rng=6).lo)
+    assert (c.lo <= c.hi).all() and (c.hi < np.array([10, 20])).all()
+
+
+def test_random_range_endpoints_are_uniform():
+    # Both endpoints uniform then sorted: P(lo = 0) = (2k - 1) / k², for every k.
+    k, m = 10, 200_000
+    w = wl.random_ranges(k, m, rng=8)
+    p = (2 * k - 1) / k**2
+    freq = np.mean(w.lo[:, 0] == 0)
+    assert abs(freq - p) < 5 * np.sqrt(p * (1 - p) / m)
+
+
+@pytest.mark.parametrize("k", [2, 9, 40])
+def test_times_incidence_matches_the_dense_product(k):
+    rng = np.random.default_rng(k)
+    w = wl.random_ranges(k, 15, rng=rng)
+    child = np.arange(k)
+    parent = np.concatenate([rng.integers(0, k + 1, k - 1), [k]])  # any edges, ⊥ allowed
+    parent = np.where(parent == child, k, parent)
+    p = signed_incidence(child, parent, k).toarray()
+    expected = w.dense() @ p
+    assert np.allclose(w.times_incidence(child, parent).toarray(), expected)
+    assert np.allclose(Workload.times_incidence(w, child, parent).toarray(), expected)
+
+
+def test_as_workload_wraps_matrices_and_refuses_other_things():
+    assert isinstance(wl.as_workload(np.eye(3)), wl.MatrixWorkload)
+    assert isinstance(wl.as_workload([[1, 0], [0, 1]]), wl.MatrixWorkload)
+    with pytest.raises(TypeError, match="workload"):
+        wl.as_workload("prefix")
+
+
+@pytest.mark.parametrize(
+    "build, exc, words",
+    [
+        (lambda: wl.ranges(5, [3], [2]), ValueError, "lo <= hi"),
+        (lambda: wl.ranges(5, [0], [5]), ValueError, "box 0"),
+        (lambda: wl.ranges(5, [-1], [2]), ValueError, "box 0"),
+        (lambda: wl.ranges(5, [0.5], [2]), TypeError, "lo"),
+        (lambda: wl.ranges(5, [], []), ValueError, "at least one query"),
+        (lambda: wl.rects((3, 3), [[0, 0]], [[1, 1, 1]]), ValueError, "shape"),
+        (lambda: wl.random_ranges(5, 0), ValueError, "m"),
+        (lambda: wl.random_ranges(0, 3), ValueError, "k"),
+        (lambda: wl.random_ranges(5, 3, rng="seed"), TypeError, "rng"),
+        (lambda: wl.marginals((2, 3), [(0, 0)]), ValueError, "repeats"),
+        (lambda: wl.marginals((2, 3), [(2,)]), ValueError, "axes"),
+        (lambda: wl.from_matrix(np.array([[np.nan, 1]])), ValueError, "NaN"),
+        (lambda: wl.from_matrix(np.zeros((0, 3))), ValueError, "at least one"),
+        (lambda: wl.from_matrix(np.ones(3)), ValueError, "2-D"),
+        (lambda: wl.from_matrix(np.ones((2, 4)), domain=(3,)), ValueError, "columns"),
+        (lambda: wl.identity(()), ValueError, "shape"),
+        (lambda: wl.prefix(4).difference_norms([0], [9]), ValueError, "v"),
+        (lambda: wl.prefix(4).difference_norms([0, 1], [2]), ValueError, "same length"),
+        (lambda: wl.prefix(4).column_norms("l3"), ValueError, "norm"),
+    ],
+)
+def test_bad_workload_arguments_are_named(build, exc, words):
+    with pytest.raises(exc, match=words):
+        build()
