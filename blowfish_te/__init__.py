@@ -8,12 +8,13 @@ Quick start::
     release.answers, release.expected_mse
 """
 
-from . import mechanisms, policies, workloads
+from . import mechanisms, policies, trees, workloads
 from .mechanisms import LinearMechanism, Mechanism
 from .policies import BOTTOM, Policy
 from .release import Release, answer
 from .sensitivity import sensitivity
-from .transform import CyclicPolicyError, TransformedWorkload, TreeTransform, transform
+from .forest import CyclicPolicyError
+from .transform import TransformedWorkload, TreeTransform, transform
 from .workloads import Workload
 
 __version__ = "0.1.0"
@@ -33,5 +34,6 @@ __all__ = [
     "policies",
     "sensitivity",
     "transform",
+    "trees",
     "workloads",
 ]

@@ -83,19 +83,20 @@ def check_histogram(x, shape: tuple[int, ...], name: str = "x") -> np.ndarray:
         bad = arr != np.round(arr)
         if bad.any():
             raise ValueError(f"{name} must hold whole-number counts, found fractional values: {_first_bad(bad, arr)}")
-        if np.abs(arr).max(initial=0) > 2**53:
-            raise ValueError(f"{name} has counts above 2**53, which float64 cannot represent exactly")
     bad = arr < 0
     if bad.any():
         raise ValueError(f"{name} must hold non-negative counts, found negative values: {_first_bad(bad, arr)}")
-    if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
-        raise ValueError(f"{name} has counts too large for int64")
+    # Answers are exact in float64 only up to 2**53 records; reject larger totals before any sum overflows.
+    if arr.size and (arr.max() > 2**53 or float(np.sum(arr, dtype=np.float64)) > 2**53):
+        raise ValueError(f"{name} holds more than 2**53 records in total, beyond exact float64 arithmetic")
     return arr.reshape(size).astype(np.int64, copy=True)
 
 
 def check_index_array(values, name: str, upper: int) -> np.ndarray:
     """Return a 1-D int64 array with all entries in ``[0, upper]`` (inclusive)."""
     arr = np.asarray(values)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
     if arr.dtype == bool or arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must be an array of integer indices, got dtype {arr.dtype}")
     arr = arr.astype(np.int64, copy=False).reshape(-1)

@@ -118,6 +118,37 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _check_block(block, shape: tuple[int, ...], k: int, has_bottom: bool) -> None:
+    """Raise unless ``block`` is a well-formed edge block for the grid ``shape``."""
+    if isinstance(block, OffsetEdges):
+        off = block.offset
+        if len(off) != len(shape) or not all(isinstance(d, numbers.Integral) for d in off):
+            raise ValueError(f"OffsetEdges offset {off!r} must have {len(shape)} integer entries for shape {shape}")
+        nonzero = [d for d in off if d != 0]
+        if not nonzero or nonzero[0] < 0:
+            raise ValueError(f"OffsetEdges offset {off!r} must be lexicographically positive (first non-zero entry > 0)")
+        return
+    if isinstance(block, PairEdges):
+        u, v = np.asarray(block.u), np.asarray(block.v)
+        if u.ndim != 1 or u.shape != v.shape or u.dtype.kind not in "iu" or v.dtype.kind not in "iu":
+            raise ValueError("PairEdges u and v must be 1-D integer arrays of equal length")
+        top = k if has_bottom else k - 1
+        if u.size and (u.min() < 0 or (u >= v).any() or v.max() > top):
+            raise ValueError(
+                f"PairEdges need 0 <= u < v <= {top} ({'K = ' + str(k) + ' is BOTTOM' if has_bottom else 'no BOTTOM: has_bottom=False'})"
+            )
+        return
+    if isinstance(block, CliqueEdges):
+        c = np.asarray(block.cells)
+        if c.ndim != 1 or c.dtype.kind not in "iu" or (c.size and (c.min() < 0 or c.max() >= k)) or (np.diff(c) <= 0).any():
+            raise ValueError(f"CliqueEdges cells must be a sorted 1-D array of distinct cells in [0, {k - 1}]")
+        return
+    raise TypeError(
+        f"edge blocks must be OffsetEdges, PairEdges or CliqueEdges, got {type(block).__name__}; "
+        "for an edge list use from_edges(shape, edges)"
+    )
+
+
 class Policy:
     """An immutable policy graph over the cells of a domain grid (SPEC §2).
 
@@ -129,16 +160,34 @@ class Policy:
     __slots__ = ("_shape", "_blocks", "_has_bottom", "_name", "_cache", "__weakref__")
 
     def __init__(self, shape, blocks: Iterable[EdgeBlock], *, has_bottom: bool = False, name: str | None = None):
-        self._shape = check_shape(shape)
-        self._blocks = tuple(b for b in blocks if b.count(self._shape) > 0)
-        self._has_bottom = bool(has_bottom)
-        self._name = name or f"policy({self._shape})"
-        self._cache: dict = {}
+        """A policy from edge blocks, all checked: block types, index ranges, ⊥ only when
+        ``has_bottom``, and no edge listed twice. Constructors such as :func:`from_edges` are simpler."""
+        shape = check_shape(shape)
+        blocks = list(blocks)
+        k = math.prod(shape)
+        for block in blocks:
+            _check_block(block, shape, k, bool(has_bottom))
+        self._init(shape, blocks, has_bottom, name)
+        e = self.edges
+        if e.shape[0] and np.unique(e[:, 0] * (k + 1) + e[:, 1]).size != e.shape[0]:
+            raise ValueError("blocks list some edge more than once; each edge must appear in one block only")
+
+    @classmethod
+    def _trusted(cls, shape, blocks, *, has_bottom: bool = False, name: str | None = None) -> "Policy":
+        """A policy from blocks that the library's constructors built canonical and disjoint."""
+        self = cls.__new__(cls)
+        self._init(check_shape(shape), blocks, has_bottom, name)
+        return self
+
+    def _init(self, shape, blocks, has_bottom, name) -> None:
+        object.__setattr__(self, "_shape", shape)
+        object.__setattr__(self, "_blocks", tuple(b for b in blocks if b.count(shape) > 0))
+        object.__setattr__(self, "_has_bottom", bool(has_bottom))
+        object.__setattr__(self, "_name", name or f"policy({shape})")
+        object.__setattr__(self, "_cache", {})
 
     def __setattr__(self, key, value):
-        if hasattr(self, "_cache"):
-            raise AttributeError("Policy objects are immutable")
-        object.__setattr__(self, key, value)
+        raise AttributeError("Policy objects are immutable")
 
     # -- basic attributes -------------------------------------------------------------------
     @property
@@ -259,7 +308,7 @@ class Policy:
             return self.size
         if isinstance(value, tuple):
             if len(value) != self.ndim or not all(
-                isinstance(c, numbers.Integral) and 0 <= c < k for c, k in zip(value, self._shape)
+                _is_int(c) and 0 <= c < k for c, k in zip(value, self._shape)
             ):
                 raise ValueError(f"cell {value!r} is not a coordinate of the domain {self._shape}")
             return int(np.ravel_multi_index(value, self._shape))
@@ -300,7 +349,7 @@ def _full_clique(shape: tuple[int, ...]) -> list[EdgeBlock]:
 def complete(shape) -> Policy:
     """G_full: every pair of cells — bounded differential privacy (change one record arbitrarily)."""
     shape = check_shape(shape, "shape")
-    return Policy(shape, _full_clique(shape), name=f"complete({_fmt(shape)})")
+    return Policy._trusted(shape, _full_clique(shape), name=f"complete({_fmt(shape)})")
 
 
 def unbounded(shape) -> Policy:
@@ -309,13 +358,13 @@ def unbounded(shape) -> Policy:
     k = math.prod(shape)
     u = _readonly(np.arange(k, dtype=np.int64))
     v = _readonly(np.full(k, k, dtype=np.int64))
-    return Policy(shape, [PairEdges(u, v)], has_bottom=True, name=f"unbounded({_fmt(shape)})")
+    return Policy._trusted(shape, [PairEdges(u, v)], has_bottom=True, name=f"unbounded({_fmt(shape)})")
 
 
 def line(k: int) -> Policy:
     """G^1_k: edges (i, i+1) — neighbouring values of an ordered domain (He et al.)."""
     k = check_int(k, "k", minimum=1)
-    return Policy((k,), [OffsetEdges((1,))], name=f"line({k})")
+    return Policy._trusted((k,), [OffsetEdges((1,))], name=f"line({k})")
 
 
 def threshold(k: int, theta: int) -> Policy:
@@ -324,8 +373,8 @@ def threshold(k: int, theta: int) -> Policy:
     theta = check_int(theta, "theta", minimum=1)
     name = f"threshold({k}, theta={theta})"
     if theta >= k - 1:
-        return Policy((k,), _full_clique((k,)), name=name)
-    return Policy((k,), [OffsetEdges((d,)) for d in range(1, theta + 1)], name=name)
+        return Policy._trusted((k,), _full_clique((k,)), name=name)
+    return Policy._trusted((k,), [OffsetEdges((d,)) for d in range(1, theta + 1)], name=name)
 
 
 def grid(shape, theta: int = 1) -> Policy:
@@ -334,9 +383,9 @@ def grid(shape, theta: int = 1) -> Policy:
     theta = check_int(theta, "theta", minimum=1)
     name = f"grid({_fmt(shape)}, theta={theta})"
     if theta >= sum(k - 1 for k in shape):
-        return Policy(shape, _full_clique(shape), name=name)
+        return Policy._trusted(shape, _full_clique(shape), name=name)
     blocks = [OffsetEdges(tuple(int(c) for c in d)) for d in positive_offsets(shape, theta)]
-    return Policy(shape, blocks, name=name)
+    return Policy._trusted(shape, blocks, name=name)
 
 
 def attribute(shape) -> Policy:
@@ -348,7 +397,11 @@ def attribute(shape) -> Policy:
             offset = [0] * len(shape)
             offset[axis] = t
             blocks.append(OffsetEdges(tuple(offset)))
-    return Policy(shape, blocks, name=f"attribute({_fmt(shape)})")
+    return Policy._trusted(shape, blocks, name=f"attribute({_fmt(shape)})")
+
+
+#: Partition blocks up to this size are listed as explicit pairs, larger ones kept as cliques.
+SMALL_CLIQUE = 32
 
 
 def partition(labels) -> Policy:
@@ -359,16 +412,27 @@ def partition(labels) -> Policy:
     arr = np.asarray(labels)
     if arr.ndim == 0 or arr.size == 0:
         raise ValueError(f"labels must be a non-empty array with one label per cell, got shape {arr.shape}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError("labels must not contain NaN or infinity: every cell needs a definite block")
     shape = check_shape(arr.shape, "labels.shape")
     try:
         _, inverse = np.unique(arr.reshape(-1), return_inverse=True)
     except TypeError as exc:
         raise TypeError(f"labels must be mutually comparable values (ints or strings): {exc}") from None
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.flatnonzero(np.diff(inverse[order])) + 1
-    groups = np.split(order.astype(np.int64), bounds)
-    blocks = [CliqueEdges(_readonly(np.sort(g))) for g in groups if g.size > 1]
-    return Policy(shape, blocks, name=f"partition({len(groups)} blocks over {_fmt(shape)})")
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable").astype(np.int64)  # cells grouped by label, increasing
+    sizes = np.bincount(inverse)
+    starts = np.cumsum(sizes) - sizes
+    group = inverse[order]
+    local = np.arange(order.size) - starts[group]
+    small = (sizes[group] <= SMALL_CLIQUE)
+    partners = np.where(small, sizes[group] - 1 - local, 0)  # pairs (a, b > a) inside small blocks
+    first = np.repeat(np.arange(order.size), partners)
+    second = first + 1 + np.arange(first.size) - np.repeat(np.cumsum(partners) - partners, partners)
+    blocks: list[EdgeBlock] = [PairEdges(_readonly(order[first]), _readonly(order[second]))]
+    for g in np.flatnonzero(sizes > SMALL_CLIQUE):
+        blocks.append(CliqueEdges(_readonly(order[starts[g] : starts[g] + sizes[g]])))
+    return Policy._trusted(shape, blocks, name=f"partition({sizes.size} blocks over {_fmt(shape)})")
 
 
 def _canonical_pairs(a: np.ndarray, b: np.ndarray, k: int, what: str) -> PairEdges:
@@ -393,7 +457,7 @@ def from_edges(shape, edges) -> Policy:
     k = math.prod(shape)
     arr = np.asarray(edges)
     if arr.size == 0:
-        arr = arr.reshape(0, 2)
+        arr = np.zeros((0, 2), dtype=np.int64)
     if arr.ndim != 2 or arr.shape[1] != 2:
         raise ValueError(f"edges must be an array of shape (E, 2), got shape {arr.shape}")
     if arr.dtype == bool or arr.dtype.kind not in "iu":
@@ -402,7 +466,7 @@ def from_edges(shape, edges) -> Policy:
         raise ValueError(f"edges must hold cell indices in [0, {k - 1}] or {k} for BOTTOM, got [{arr.min()}, {arr.max()}]")
     block = _canonical_pairs(arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), k, "edges")
     has_bottom = bool(block.v.size and block.v.max() == k)
-    return Policy(shape, [block], has_bottom=has_bottom, name=f"from_edges({_fmt(shape)}, {block.u.size} edges)")
+    return Policy._trusted(shape, [block], has_bottom=has_bottom, name=f"from_edges({_fmt(shape)}, {block.u.size} edges)")
 
 
 def from_networkx(graph, shape=None) -> Policy:
@@ -419,7 +483,7 @@ def from_networkx(graph, shape=None) -> Policy:
         k = len(cells)
         if k == 0:
             raise ValueError("graph has no cell nodes; pass shape= to build a policy without edges")
-        if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in cells) or set(
+        if not all(_is_int(n) for n in cells) or set(
             int(n) for n in cells
         ) != set(range(k)):
             raise ValueError(
@@ -435,10 +499,10 @@ def from_networkx(graph, shape=None) -> Policy:
         if node is BOTTOM:
             return bottom_index
         if isinstance(node, tuple) and len(node) == len(shape) and all(
-            isinstance(c, numbers.Integral) and 0 <= c < s for c, s in zip(node, shape)
+            _is_int(c) and 0 <= c < s for c, s in zip(node, shape)
         ):
             return int(np.ravel_multi_index(node, shape))
-        if isinstance(node, numbers.Integral) and not isinstance(node, bool) and 0 <= node < k:
+        if _is_int(node) and 0 <= node < k:
             return int(node)
         raise ValueError(
             f"graph node {node!r} is not a cell of the domain {shape}: nodes must be flat indices "
@@ -449,12 +513,16 @@ def from_networkx(graph, shape=None) -> Policy:
         index(node)
     pairs = np.array([(index(a), index(b)) for a, b in graph.edges()], dtype=np.int64).reshape(-1, 2)
     block = _canonical_pairs(pairs[:, 0], pairs[:, 1], k, "graph")
-    return Policy(
+    return Policy._trusted(
         shape,
         [block],
         has_bottom=has_bottom,
         name=f"from_networkx({_fmt(shape)}, {block.u.size} edges{', BOTTOM' if has_bottom else ''})",
     )
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def _fmt(shape: tuple[int, ...]) -> str:

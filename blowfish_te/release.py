@@ -1,4 +1,17 @@
-"""Answering a workload under a policy: :func:`answer` and the :class:`Release` it returns."""
+"""Answering a workload under a policy: route planning, :func:`answer` and :class:`Release`.
+
+Routes (SPEC §4, §5):
+
+- ``"transform"``: run the mechanism on (W_T, x_T) of the exact transform of a forest T — the
+  policy itself when it is a forest, else a spanning tree with maximum stretch ℓ, at ε/ℓ. Any
+  ε-DP mechanism becomes (ε, G)-Blowfish this way, data-dependent ones included.
+- ``"exact"``: a linear data-independent mechanism with Laplace noise calibrated to Δ_G of its
+  strategy, computed from the policy's edges; any policy.
+- ``"auto"``: for linear mechanisms, the candidate (transform through each candidate tree, or
+  exact) with the lowest analytic expected error; for other mechanisms the exact transform of a
+  forest policy. The choice depends only on the workload, policy, ε and mechanism — never on the
+  data — so it costs no privacy.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +19,130 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import trees as tree_lib
 from ._validation import check_epsilon, check_histogram
-from .mechanisms import LinearMechanism, get_mechanism
+from .forest import CyclicPolicyError
+from .mechanisms import LinearMechanism, Mechanism, get_mechanism
 from .noise import RNGLike, check_rng
 from .policies import Policy
 from .sensitivity import check_compatible
-from .transform import CyclicPolicyError, transform
-from .workloads import as_workload
+from .transform import transform
+from .workloads import Workload, as_workload
 
-__all__ = ["Release", "answer", "ROUTES"]
+__all__ = ["Candidate", "Plan", "Release", "ROUTES", "answer", "plan"]
 
-#: ``"transform"``: run the mechanism on (W_G, x_G) of the exact tree transform (forests only).
-#: ``"exact"``: a linear mechanism with Laplace noise calibrated to Δ_G of its strategy (any policy).
-#: ``"auto"``: the transform for forests, the exact route otherwise.
 ROUTES = ("auto", "transform", "exact")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A way to answer: a route, the forest of the transform route, its stretch ℓ, and the
+    analytic expected per-query MSE (None for mechanisms without one)."""
+
+    route: str
+    tree: Policy | None = None
+    stretch: int | None = None
+    expected_mse: float | None = None
+
+    @property
+    def label(self) -> str:
+        if self.route == "exact":
+            return "exact"
+        return f"transform[{self.tree.name}, stretch {self.stretch}]"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The chosen candidate, every candidate considered (best first) and why."""
+
+    chosen: Candidate
+    considered: tuple[Candidate, ...]
+    reason: str
+
+
+def _transform_candidate(workload: Workload, policy: Policy, tree: Policy | None, epsilon: float, mech: Mechanism) -> Candidate:
+    tr = transform(policy, tree)
+    expected = None
+    if isinstance(mech, LinearMechanism):
+        expected = 0.0 if tr.num_edges == 0 else mech.expected_error(tr.workload(workload), epsilon / tr.stretch)
+        expected /= workload.num_queries
+    return Candidate("transform", tr.tree, tr.stretch, expected)
+
+
+def _resolve_tree(policy: Policy, tree) -> Policy:
+    if isinstance(tree, Policy):
+        return tree
+    if isinstance(tree, str):
+        named = tree_lib.candidates(policy)
+        if tree not in named:
+            raise ValueError(f"unknown tree {tree!r} for {policy.name}; known trees: {', '.join(sorted(named))}")
+        return named[tree]
+    raise TypeError(f"tree must be a forest Policy or a tree name, got {type(tree).__name__}")
+
+
+def _rank_key(c: Candidate) -> tuple:
+    """Lowest expected error first (to 9 significant digits); on ties the exact route, which
+    publishes no totals, then the smaller stretch."""
+    mse = np.inf if c.expected_mse is None else float(f"{c.expected_mse:.9g}")
+    return (mse, c.route != "exact", c.stretch or 0)
+
+
+def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: str = "auto", tree=None) -> Plan:
+    """Decide how :func:`answer` releases ``workload`` under ``policy`` (data-independent)."""
+    workload = as_workload(workload)
+    check_compatible(workload, policy)
+    epsilon = check_epsilon(epsilon)
+    mech = get_mechanism(mechanism)
+    if route not in ROUTES:
+        raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
+    linear = isinstance(mech, LinearMechanism)
+    needs_tree = (
+        f"{policy.name} has cycles and mechanism {mech.name!r} is data-dependent (no exact route, no "
+        "analytic error to choose a tree by): pass a spanning tree, e.g. tree='bfs' or a forest policy, "
+        "to run it at epsilon / stretch (the tree-embedding route of SPEC §5)"
+    )
+
+    if tree is not None:
+        if route == "exact":
+            raise ValueError("tree= applies to the transform route, not to route='exact'")
+        resolved = _resolve_tree(policy, tree)
+        cands = [_transform_candidate(workload, policy, resolved, epsilon, mech)]
+        reason = f"tree {resolved.name} given by the caller"
+    elif route == "exact":
+        if not linear:
+            raise CyclicPolicyError(
+                f"mechanism {mech.name!r} is not a linear data-independent mechanism, so it has no exact route"
+            )
+        cands = [Candidate("exact", expected_mse=mech.expected_error(workload, epsilon, policy=policy) / workload.num_queries)]
+        reason = "route='exact' requested"
+    elif policy.is_forest:
+        cands = [_transform_candidate(workload, policy, None, epsilon, mech)]
+        reason = "the policy is a forest: its exact transform"
+        if route == "auto" and linear:
+            cands.append(Candidate("exact", expected_mse=mech.expected_error(workload, epsilon, policy=policy) / workload.num_queries))
+            reason = "auto: lowest analytic expected error"
+    else:
+        if not linear:
+            raise CyclicPolicyError(needs_tree)
+        cands = [_transform_candidate(workload, policy, t, epsilon, mech) for t in tree_lib.candidates(policy).values()]
+        reason = "route='transform': the candidate tree with the lowest analytic expected error"
+        if route == "auto":
+            cands.append(Candidate("exact", expected_mse=mech.expected_error(workload, epsilon, policy=policy) / workload.num_queries))
+            reason = "auto: lowest analytic expected error"
+    ranked = sorted(cands, key=_rank_key)
+    return Plan(chosen=ranked[0], considered=tuple(ranked), reason=reason)
 
 
 @dataclass(frozen=True)
 class Release:
     """A private answer to a workload, with everything needed to interpret and audit it.
 
-    ``component_totals`` maps the root cell of every policy component without ⊥ to its record
-    count: these totals are invariant under the policy's neighbours and are disclosed exactly
-    (empty for the exact route, which publishes only noisy answers). ``expected_mse`` is the
-    analytic expected per-query squared error for data-independent linear mechanisms, else None;
-    ``sensitivity`` is the L1 sensitivity the Laplace noise was calibrated to (None for mechanisms
-    that do not report one).
+    ``route``, ``tree`` and ``stretch`` say how it was computed (the mechanism ran at
+    ε / stretch on the tree transform); ``choice`` says why, listing every candidate considered
+    with its expected per-query MSE. ``component_totals`` maps the root cell of every tree
+    component without ⊥ to its record count, disclosed exactly (empty for the exact route).
+    ``expected_mse`` is the analytic expected per-query squared error for linear data-independent
+    mechanisms, else None; ``sensitivity`` the L1 sensitivity the Laplace noise was calibrated to.
     """
 
     answers: np.ndarray = field(repr=False)
@@ -39,11 +150,23 @@ class Release:
     policy: Policy
     mechanism: str
     route: str
+    tree: str | None
+    stretch: int | None
     workload: str
     component_totals: dict[int, int]
     sampler: str
     expected_mse: float | None
     sensitivity: float | None
+    choice: str = field(repr=False)
+
+
+def _checked_answers(values, m: int, mech: Mechanism) -> np.ndarray:
+    answers = np.asarray(values, dtype=np.float64)
+    if answers.shape != (m,):
+        raise ValueError(f"mechanism {mech.name!r} returned an array of shape {answers.shape}, expected ({m},)")
+    if not np.isfinite(answers).all():
+        raise ValueError(f"mechanism {mech.name!r} returned non-finite answers")
+    return answers
 
 
 def answer(
@@ -54,76 +177,75 @@ def answer(
     mechanism="identity",
     rng: RNGLike = None,
     route: str = "auto",
+    tree=None,
 ) -> Release:
     """Answer ``workload`` on histogram ``x`` with (ε, policy)-Blowfish privacy.
 
     Parameters
     ----------
-    workload : Workload or matrix
-        The linear queries W (m × K).
+    workload : Workload or matrix (m × K)
     x : array of K non-negative integer counts (flat or of the policy's shape)
     policy : Policy
     epsilon : float > 0
-    mechanism : name in ``blowfish_te.mechanisms.MECHANISMS`` or a ``Mechanism`` instance
+    mechanism : a name in ``blowfish_te.mechanisms.MECHANISMS`` or a ``Mechanism`` instance
         ``"identity"`` (Laplace on the cells; on x_G: "transformed + Laplace") or ``"laplace"``
-        (W x + Lap(Δ_G(W)/ε), He et al. Thm 5.1).
+        (W x + Lap(Δ/ε), He et al. Thm 5.1).
     rng : numpy Generator, int seed or None
-    route : one of :data:`ROUTES`
+    route : ``"auto"``, ``"transform"`` or ``"exact"`` (see the module docstring)
+    tree : a forest Policy or the name of a tree from ``trees.candidates(policy)``; forces the
+        transform route through that tree, at ε / stretch.
 
-    Privacy: in the transform route the mechanism is ε-DP for unit changes of x_G, hence
-    (ε, G)-Blowfish by the tree TE theorem (SPEC §4); in the exact route the noise is calibrated to
-    Δ_G of the strategy, computed from the policy's edges (SPEC §5).
+    Privacy: transform route — the mechanism is (ε/ℓ)-DP for unit changes of x_T, hence (ε/ℓ, T)-
+    and (ε, G)-Blowfish (SPEC §4, §5); exact route — Laplace noise calibrated to Δ_G(A) from the
+    policy's edges. The route is chosen without looking at x.
     """
     workload = as_workload(workload)
     check_compatible(workload, policy)
     x = check_histogram(x, policy.shape)
+    the_plan = plan(workload, policy, epsilon, mechanism, route, tree)
     epsilon = check_epsilon(epsilon)
     mech = get_mechanism(mechanism)
-    if route not in ROUTES:
-        raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
     gen = check_rng(rng)
+    chosen = the_plan.chosen
     m = workload.num_queries
-    if route == "auto":
-        route = "transform" if policy.is_forest else "exact"
+    sampler = mech.sampler
 
-    if route == "exact":
-        if not isinstance(mech, LinearMechanism):
-            raise CyclicPolicyError(
-                f"mechanism {mech.name!r} is not a linear data-independent mechanism, so it has no exact "
-                f"route; on {policy.name} it needs a forest (route='transform') or a spanning tree at "
-                "epsilon / stretch (the tree-embedding route of SPEC §5)"
-            )
+    if chosen.route == "exact":
         answers, delta = mech.release(workload, x, epsilon, gen, policy=policy)
-        expected = mech.expected_error(workload, epsilon, sensitivity=delta) / m
         totals: dict[int, int] = {}
     else:
-        tree = transform(policy)
-        component_totals = tree.totals(x)
-        offset = tree.offset(workload, component_totals)
-        totals = dict(zip(tree.roots.tolist(), component_totals.tolist()))
-        if tree.num_edges == 0:  # nothing is protected: every count is a disclosed total
-            answers, delta, expected = offset.astype(np.float64), 0.0, 0.0
+        tr = transform(policy, None if chosen.tree is policy else chosen.tree)
+        component_totals = tr.totals(x)
+        offset = tr.offset(workload, component_totals)
+        totals = dict(zip(tr.roots.tolist(), component_totals.tolist()))
+        if tr.num_edges == 0:  # nothing is protected: every count is a disclosed total
+            answers, delta = offset.astype(np.float64), 0.0
         else:
-            transformed = tree.workload(workload)
-            x_g = tree.data(x)
+            transformed, x_t, eps_run = tr.workload(workload), tr.data(x), epsilon / tr.stretch
             if isinstance(mech, LinearMechanism):
-                answers_g, delta = mech.release(transformed, x_g, epsilon, gen)
-                expected = mech.expected_error(transformed, epsilon, sensitivity=delta) / m
+                answers_t, delta = mech.release(transformed, x_t, eps_run, gen)
             else:
-                answers_g, delta = mech.run(transformed, x_g, epsilon, gen), None
-                expected = mech.expected_error(transformed, epsilon)
-                expected = None if expected is None else expected / m
-            answers = np.asarray(answers_g, dtype=np.float64) + offset
+                answers_t, delta = mech.run(transformed, x_t, eps_run, gen), None
+            answers = _checked_answers(answers_t, m, mech) + offset
+    if delta == 0:
+        sampler = "none (sensitivity 0: exact answers)"
+    answers = _checked_answers(answers, m, mech)
     answers.flags.writeable = False
+    choice = the_plan.reason + "; considered: " + "; ".join(
+        f"{c.label} {'n/a' if c.expected_mse is None else format(c.expected_mse, '.6g')}" for c in the_plan.considered
+    )
     return Release(
         answers=answers,
         epsilon=epsilon,
         policy=policy,
         mechanism=mech.name,
-        route=route,
+        route=chosen.route,
+        tree=None if chosen.route == "exact" else chosen.tree.name,
+        stretch=chosen.stretch,
         workload=workload.name,
         component_totals=totals,
-        sampler=mech.sampler,
-        expected_mse=expected,
+        sampler=sampler,
+        expected_mse=chosen.expected_mse,
         sensitivity=delta,
+        choice=choice,
     )

@@ -14,102 +14,68 @@ unit-change neighbours of x_G: any ε-DP mechanism for W_G on x_G, plus the offs
 (ε, G)-Blowfish private with the same output distribution (tree TE theorem). The totals n_C are
 invariant under G-neighbours and are disclosed exactly.
 
-Costs: the setup is one DFS plus O(K log depth) vectorised pointer jumping; afterwards x_G, the
-totals and the reconstruction x = P_G x_G + Σ n_C e_r are O(K) array passes.
+For a policy with cycles, ``transform(policy, tree=T)`` uses the transform of a spanning forest T
+instead and carries T's maximum stretch ℓ (SPEC §5 route 2): a mechanism that is ε/ℓ-DP on x_T is
+(ε, G)-Blowfish, since a G-move is a chain of at most ℓ T-moves.
+
+Costs: the setup is a BFS plus O(K log K) vectorised pointer jumping (:mod:`blowfish_te.forest`);
+afterwards x_G, the totals and the reconstruction x = P_G x_G + Σ n_C e_r are O(K) array passes.
 """
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse import csgraph
 
 from ._graph import signed_incidence
 from ._validation import check_histogram
+from .forest import CyclicPolicyError, RootedForest
 from .policies import Policy
+from .trees import stretch as tree_stretch
 from .workloads import Workload, as_workload
 
 __all__ = ["CyclicPolicyError", "TreeTransform", "TransformedWorkload", "transform"]
 
 
-class CyclicPolicyError(ValueError):
-    """The exact transform needs a forest; the policy graph has a cycle."""
-
-
-def _subtree_intervals(order: np.ndarray, pred: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray]:
-    """Preorder position and subtree end (exclusive) of every vertex of a rooted tree.
-
-    In DFS preorder a subtree is contiguous; it ends where the vertex's next sibling starts, or,
-    for a last child, where its parent's subtree ends. The inherited ends are resolved by pointer
-    jumping, O(log depth) vectorised rounds, so path-like trees of depth K stay O(K log K).
-    """
-    n = order.size
-    pos = np.empty(n, dtype=np.int64)
-    pos[order] = np.arange(n)
-    parent = pred.astype(np.int64)
-    parent[root] = root
-    below = order[1:]  # preorder, so a stable sort by parent keeps siblings in visiting order
-    siblings = below[np.argsort(parent[below], kind="stable")]
-    same = parent[siblings[1:]] == parent[siblings[:-1]]
-    end = np.full(n, -1, dtype=np.int64)
-    end[siblings[:-1][same]] = pos[siblings[1:][same]]
-    end[root] = n
-    jump = parent
-    todo = np.flatnonzero(end < 0)
-    while todo.size:
-        end[todo] = end[jump[todo]]
-        jump[todo] = jump[jump[todo]]
-        todo = todo[end[todo] < 0]
-    return pos, end
-
-
 class TreeTransform:
-    """The transform of a forest policy: x ↦ x_G, W ↦ W_G, offsets and reconstruction (SPEC §4).
+    """The transform of a forest: x ↦ x_G, W ↦ W_G, offsets and reconstruction (SPEC §4).
 
-    Coordinates of x_G are the tree edges, one per non-root cell, ordered by that child cell:
-    ``child[e] → parent[e]`` (``parent[e] == K`` is ⊥). ``roots`` are the root cells of the
-    components without ⊥, whose totals are disclosed. Build it with :func:`transform`.
+    ``policy`` is the policy protected; ``tree`` the forest whose transform is used (the policy
+    itself when it is a forest) and ``stretch`` its maximum stretch ℓ (1 for the policy itself):
+    mechanisms must run at ε/ℓ on x_G. Coordinates of x_G are the tree edges, one per non-root
+    cell, ordered by that child cell: ``child[e] → parent[e]`` (``parent[e] == K`` is ⊥).
+    ``roots`` are the root cells of the tree components without ⊥, whose totals are disclosed.
+    Build it with :func:`transform`.
     """
 
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: Policy, tree: Policy | None = None):
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a blowfish_te Policy, got {type(policy).__name__}")
-        if not policy.is_forest:
-            v, e = policy.num_vertices, policy.num_edges
-            raise CyclicPolicyError(
-                f"{policy.name} has cycles ({e} edges on {v} vertices; a forest has at most {v - 1}), "
-                "so the exact transform does not apply. Embed the policy in a spanning tree T and run "
-                "the mechanism at epsilon / stretch(T) (the tree-embedding route of SPEC §5), or use a "
-                "linear mechanism through the exact route (answer(..., route='exact'), Laplace noise "
-                "calibrated to the policy sensitivity). A pseudo-inverse transform is never private."
-            )
+        forest = policy if tree is None else tree
+        if not isinstance(forest, Policy):
+            raise TypeError(f"tree must be a blowfish_te Policy (a forest), got {type(forest).__name__}")
+        rooted = RootedForest(forest)
         self.policy = policy
-        k, v = policy.size, policy.num_vertices
-        labels = policy.component_labels
-        roots = np.full(policy.n_components, -1, dtype=np.int64)
-        np.maximum.at(roots, labels, np.arange(v))  # largest vertex: ⊥ (= K) where present
-        edges = policy.edges
-        hub = v  # a super-root joined to every component root
-        rows = np.concatenate([edges[:, 0], roots])
-        cols = np.concatenate([edges[:, 1], np.full(roots.size, hub)])
-        adj = sp.csr_array((np.ones(rows.size, dtype=np.int8), (rows, cols)), shape=(v + 1, v + 1))
-        order, pred = csgraph.depth_first_order(adj, hub, directed=False, return_predecessors=True)
-        pos, end = _subtree_intervals(order, pred, hub)
-        is_cell = order < k
-        cells_before = np.concatenate([[0], np.cumsum(is_cell)])  # cells among the first p vertices
-        start = cells_before[pos[:k]]
-        stop = start + (end[:k] - pos[:k])  # a cell's subtree holds only cells
-
-        self.child = np.flatnonzero(pred[:k] != hub)
-        self.parent = pred[self.child].astype(np.int64)
-        self.roots = np.sort(roots[roots < k])
+        self.tree = forest
+        self.stretch = 1
+        if forest is not policy:
+            measured = tree_stretch(policy, forest, rooted)
+            if measured.disconnected:
+                raise ValueError(
+                    f"tree {forest.name} does not connect the two ends of {measured.disconnected} edges of "
+                    f"{policy.name}: a tree must span every component of the policy"
+                )
+            self.stretch = max(1, int(measured.maximum))
+        k = policy.size
+        top = rooted.num_vertices
+        cell_order, start, stop = rooted.subtree_cells()
+        self.child = np.flatnonzero(rooted.parent[:k] != top)
+        self.parent = rooted.parent[self.child].copy()
+        self.roots = np.sort(rooted.roots[rooted.roots < k])
         for a in (self.child, self.parent, self.roots):
             a.flags.writeable = False
         self._edge_start, self._edge_stop = start[self.child], stop[self.child]
         self._root_start, self._root_stop = start[self.roots], stop[self.roots]
-        cell_order = order[is_cell]
         if np.array_equal(cell_order, np.arange(k)):
             self._cell_order = slice(None)
         elif np.array_equal(cell_order, np.arange(k)[::-1]):
@@ -119,7 +85,8 @@ class TreeTransform:
         self._incidence = signed_incidence(self.child, self.parent, k)
 
     def __repr__(self) -> str:
-        return f"<TreeTransform of {self.policy.name}: {self.num_edges} edges, {self.roots.size} disclosed totals>"
+        via = "" if self.tree is self.policy else f" via {self.tree.name} (stretch {self.stretch})"
+        return f"<TreeTransform of {self.policy.name}{via}: {self.num_edges} edges, {self.roots.size} disclosed totals>"
 
     @property
     def num_edges(self) -> int:
@@ -202,14 +169,16 @@ class TransformedWorkload(Workload):
         return self.base.times_incidence(self.tree.child, self.tree.parent)
 
 
-_CACHE: "weakref.WeakKeyDictionary[Policy, TreeTransform]" = weakref.WeakKeyDictionary()
+def transform(policy: Policy, tree: Policy | None = None) -> TreeTransform:
+    """The exact transform of a forest policy, or of a spanning forest ``tree`` of a cyclic policy
+    (then with its stretch ℓ). Cyclic policies without a tree raise :class:`CyclicPolicyError`.
 
-
-def transform(policy: Policy) -> TreeTransform:
-    """The exact transform of a forest policy (cached per policy); cyclic policies raise
-    :class:`CyclicPolicyError`."""
+    Transforms are cached on the policy object (policies are immutable).
+    """
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a blowfish_te Policy, got {type(policy).__name__}")
-    if policy not in _CACHE:
-        _CACHE[policy] = TreeTransform(policy)
-    return _CACHE[policy]
+    cache = policy._cache.setdefault("transforms", {})
+    key = policy if tree is None else tree
+    if key not in cache:
+        cache[key] = TreeTransform(policy, tree)
+    return cache[key]

@@ -173,3 +173,42 @@ def test_bad_arguments_are_named(build, exc, words):
 def test_threshold_edge_count(k, theta):
     t = min(theta, k - 1)
     assert policies.threshold(k, theta).num_edges == sum(k - d for d in range(1, t + 1))
+
+
+def test_policy_blocks_are_checked():
+    """Review finding: unrecognised blocks used to vanish, publishing exact answers."""
+    from blowfish_te.policies import CliqueEdges, OffsetEdges, PairEdges
+
+    with pytest.raises(TypeError, match="from_edges"):
+        policies.Policy((3,), [(0, 1), (1, 2)])
+    with pytest.raises(ValueError, match="has_bottom"):
+        policies.Policy((3,), [PairEdges(np.array([0]), np.array([3]))])
+    with pytest.raises(ValueError, match="offset"):
+        policies.Policy((3,), [OffsetEdges((1, 1))])
+    with pytest.raises(ValueError, match="lexicographically"):
+        policies.Policy((3,), [OffsetEdges((-1,))])
+    with pytest.raises(ValueError, match="distinct"):
+        policies.Policy((3,), [CliqueEdges(np.array([1, 1]))])
+    with pytest.raises(ValueError, match="more than once"):
+        policies.Policy((4,), [OffsetEdges((1,)), PairEdges(np.array([0]), np.array([1]))])
+    ok = policies.Policy((4,), [OffsetEdges((1,)), PairEdges(np.array([0, 1]), np.array([4, 4]))], has_bottom=True)
+    assert edge_set(ok) == {(0, 1), (1, 2), (2, 3), (0, 4), (1, 4)}
+
+
+def test_empty_edge_lists_and_bad_labels():
+    assert policies.from_edges(3, []).num_edges == 0
+    with pytest.raises(ValueError, match="NaN"):
+        policies.partition([np.nan, np.nan, 1.0])
+    with pytest.raises(ValueError, match="not a cell"):
+        policies.from_networkx(nx.Graph([((True, 0), (0, 1))]), shape=(2, 2))
+    with pytest.raises(ValueError, match="not a coordinate"):
+        policies.grid((2, 2)).distance((True, 0), (0, 0))
+
+
+@pytest.mark.parametrize("sizes", [[40, 3, 1, 33], [2] * 50, [100]])
+def test_partition_with_large_and_small_blocks(sizes):
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    labels = np.random.default_rng(0).permutation(labels)
+    pol = policies.partition(labels)
+    assert edge_set(pol) == brute_edges("partition", (labels.size,), labels=labels)
+    assert pol.num_edges == sum(s * (s - 1) // 2 for s in sizes)

@@ -44,7 +44,7 @@ def test_spec_reference_values_for_other_routes():
     dp = answer(wl.all_ranges(k), x, policies.unbounded(k), eps, "identity", rng=0)
     assert dp.expected_mse == pytest.approx(2 * (k + 2) / 3)
     assert answer(wl.all_ranges(k), x, policies.line(k), eps, "identity", rng=0).expected_mse == pytest.approx(3.9689, abs=1e-4)
-    direct = answer(wl.prefix(k), x, policies.threshold(k, 16), eps, "laplace", rng=0)
+    direct = answer(wl.prefix(k), x, policies.threshold(k, 16), eps, "laplace", rng=0, route="exact")
     assert direct.route == "exact" and direct.sensitivity == 16
     assert direct.expected_mse == pytest.approx(2 * 16**2)
 
@@ -126,12 +126,13 @@ def test_custom_mechanisms_receive_the_transformed_pair():
 
 
 def test_routes_that_would_not_be_private_are_refused():
-    with pytest.raises(bt.CyclicPolicyError, match="tree"):
+    with pytest.raises(bt.CyclicPolicyError, match="spanning tree"):
         answer(wl.prefix(8), np.ones(8, int), policies.threshold(8, 2), 1.0, _Recorder(), rng=0)
-    with pytest.raises(bt.CyclicPolicyError, match="stretch"):
-        answer(wl.prefix(8), np.ones(8, int), policies.threshold(8, 2), 1.0, "identity", rng=0, route="transform")
-    with pytest.raises(bt.CyclicPolicyError):
-        answer(wl.prefix(4), np.ones(4, int), policies.grid((2, 2)), 1.0, "identity", route="transform")
+    with pytest.raises(bt.CyclicPolicyError, match="not a linear"):
+        answer(wl.prefix(8), np.ones(8, int), policies.line(8), 1.0, _Recorder(), rng=0, route="exact")
+    # a linear mechanism forced onto the transform route of a cyclic policy goes through a tree
+    forced = answer(wl.prefix(8), np.ones(8, int), policies.threshold(8, 2), 1.0, "identity", rng=0, route="transform")
+    assert forced.route == "transform" and forced.tree is not None and forced.stretch >= 2
 
 
 def test_mechanisms_by_name():
@@ -179,3 +180,34 @@ def test_good_inputs_in_other_forms():
     assert answer(np.eye(4), [1.0, 2.0, 3.0, 4.0], policies.line(4), 2, rng=0).answers.shape == (4,)
     x2d = np.arange(6).reshape(2, 3)
     assert answer(wl.identity((2, 3)), x2d, policies.grid((2, 3)), 1.0, "laplace", rng=0).answers.shape == (6,)
+
+
+class _Shape(Mechanism):
+    name = "bad-shape"
+
+    def __init__(self, out):
+        self.out = out
+
+    def run(self, workload, x, epsilon, rng=None):
+        return self.out
+
+
+@pytest.mark.parametrize("out, words", [(np.array([1.0]), "shape"), (np.ones((5, 1)), "shape"), (np.full(5, np.nan), "non-finite")])
+def test_mechanism_outputs_are_checked(out, words):
+    with pytest.raises(ValueError, match=f"bad-shape.*{words}"):
+        answer(wl.prefix(5), np.arange(5), policies.line(5), 1.0, _Shape(out), rng=0)
+
+
+def test_extreme_inputs_are_refused():
+    with pytest.raises(ValueError, match="epsilon"):
+        answer(wl.prefix(3), np.array([1, 2, 3]), policies.line(3), 1e-320, rng=0)
+    with pytest.raises(ValueError, match=r"2\*\*53"):
+        answer(wl.prefix(5), np.array([2**62, 2**62, 0, 0, 0]), policies.line(5), 1.0, rng=0)
+
+
+def test_zero_sensitivity_releases_say_no_noise_was_drawn():
+    labels = np.repeat(np.arange(3), 4)
+    totals = wl.from_matrix((labels[None, :] == np.arange(3)[:, None]).astype(float))
+    release = answer(totals, np.arange(12), policies.partition(labels), 1.0, "laplace", rng=0, route="exact")
+    assert release.sensitivity == 0 and release.sampler.startswith("none")
+    assert np.array_equal(release.answers, [6, 22, 38])

@@ -216,3 +216,56 @@ def test_as_workload_wraps_matrices_and_refuses_other_things():
 def test_bad_workload_arguments_are_named(build, exc, words):
     with pytest.raises(exc, match=words):
         build()
+
+
+def test_from_matrix_never_shares_the_callers_arrays():
+    """Review finding: a shared sparse matrix let later edits bypass the sensitivity."""
+    a = sp.csr_array(np.array([[1.0, 0, 0], [0, 1, 1]]))
+    a.data[0] = 0.0
+    w = wl.from_matrix(a)
+    assert a.nnz == 3  # the caller's matrix is not pruned in place
+    b = sp.csr_array(np.array([[1.0, 1, 0], [0, 1, 1]]))
+    w = wl.from_matrix(b)
+    b.data[:] = 100.0
+    assert np.array_equal(w @ np.array([1, 0, 0]), [1, 0])
+    with pytest.raises(ValueError):
+        w.matrix.data[0] = 5.0
+    with pytest.raises(TypeError, match="real"):
+        wl.from_matrix(sp.csr_array(np.array([[1 + 1j, 0]])))
+
+
+def test_marginal_axes_of_the_wrong_form():
+    with pytest.raises(TypeError, match="axes"):
+        wl.marginals((2, 3), [0, 1])
+    with pytest.raises(TypeError, match="axes"):
+        wl.marginals((2, 3), 0)
+
+
+def test_dense_does_not_build_a_k_by_k_identity():
+    w = wl.random_ranges(200_000, 3, rng=0)
+    tracemalloc.start()
+    d = w.dense()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 100 * 2**20
+    assert np.array_equal(d.sum(1), w.hi[:, 0] - w.lo[:, 0] + 1)
+
+
+def test_float32_inputs_are_summed_in_float64():
+    assert wl.prefix(10**6).matvec(np.full(10**6, 100, np.float32))[-1] == 1e8
+    assert wl.all_ranges(2000).matvec(np.full(2000, 0.1, np.float32))[0] == pytest.approx(0.1, rel=1e-7)
+
+
+def test_all_ranges_times_incidence_uses_the_endpoints():
+    k = 1024
+    child, parent = np.arange(k - 1), np.arange(1, k)
+    w_g = wl.all_ranges(k).times_incidence(child, parent)
+    assert w_g.nnz == k * (k + 1) - 2 * k  # two non-zeros per range, one for those touching an end
+    small = wl.all_ranges(9)
+    p = signed_incidence(np.arange(8), np.arange(1, 9), 9).toarray()
+    assert np.allclose(small.times_incidence(np.arange(8), np.arange(1, 9)).toarray(), small.dense() @ p)
+
+
+def test_empty_pair_lists():
+    assert wl.prefix(4).difference_norms([], []).size == 0
+    assert wl.prefix(4).column_diameter([]) == 0

@@ -85,7 +85,10 @@ class LinearMechanism(Mechanism):
         gen = check_rng(rng)
         strategy = self.strategy(workload)
         delta = self.strategy_sensitivity(strategy, policy)
-        y = strategy.matvec(x) + laplace(delta / epsilon, strategy.num_queries, gen)
+        scale = delta / epsilon
+        if not np.isfinite(scale):
+            raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale Δ/ε = {delta}/{epsilon} overflows")
+        y = strategy.matvec(x) + laplace(scale, strategy.num_queries, gen)
         return np.asarray(self.reconstruct(workload, strategy, y), dtype=np.float64), delta
 
     def run(self, workload, x, epsilon, rng=None):

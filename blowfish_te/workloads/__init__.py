@@ -113,8 +113,12 @@ def marginals(shape, axes=None) -> Boxes:
         subsets = [(i,) for i in range(d)]
     elif isinstance(axes, tuple) and all(isinstance(a, numbers.Integral) for a in axes):
         subsets = [axes]
-    else:
+    elif isinstance(axes, (list, tuple)) and all(isinstance(s, (tuple, list)) for s in axes):
         subsets = [tuple(s) for s in axes]
+    else:
+        raise TypeError(
+            f"axes must be a tuple of attribute indices (one marginal) or a list of such tuples, got {axes!r}"
+        )
     if not subsets:
         raise ValueError("axes must name at least one marginal")
     los, his = [], []

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from .._validation import check_index_array, check_int
-from .base import CHUNK_ENTRIES, Workload, check_norm
+from .base import CHUNK_ENTRIES, Workload, as_block, check_norm
 from .boxes import Boxes
 
 
@@ -32,14 +32,14 @@ class AllRanges(Workload):
         return np.triu_indices(self.size)
 
     def _matmat(self, x):
-        x = np.asarray(x)
+        x = as_block(x)
         prefix = np.concatenate([np.zeros((1, x.shape[1]), dtype=x.dtype), np.cumsum(x, axis=0)])
         a, b = self._endpoints()
         return prefix[b + 1] - prefix[a]
 
     def _rmatmat(self, y):
         # (Wᵀy)_j = Σ_{a <= j <= b} y_ab: suffix sums over b, prefix sums over a, read on the diagonal.
-        y = np.asarray(y)
+        y = as_block(y)
         k = self.size
         a, b = self._endpoints()
         out = np.empty((k, y.shape[1]), dtype=np.result_type(y.dtype, np.int64))
@@ -80,9 +80,16 @@ class AllRanges(Workload):
             best = max(best, float(value.max()))
         return best
 
-    def tosparse(self) -> sp.csr_array:
+    def _as_boxes(self) -> Boxes:
         a, b = self._endpoints()
-        return Boxes(self.domain, a, b, name=self.name).tosparse()
+        return Boxes(self.domain, a, b, name=self.name)
+
+    def tosparse(self) -> sp.csr_array:
+        return self._as_boxes().tosparse()
+
+    def times_incidence(self, child: np.ndarray, parent: np.ndarray) -> sp.csr_array:
+        """Sparse W·P through the ranges' endpoints: O(m + total edge length), not O(nnz(W))."""
+        return self._as_boxes().times_incidence(child, parent)
 
 
 class _AllRangesGram(LinearOperator):

@@ -29,6 +29,16 @@ CHUNK_ENTRIES = 2**22
 NORMS = ("l1", "l2sq")
 
 
+def as_block(x) -> np.ndarray:
+    """A product operand as int64 (integers, kept exact) or float64 (no float32 accumulation)."""
+    x = np.asarray(x)
+    if x.dtype.kind in "biu":
+        return x.astype(np.int64, copy=False)
+    if x.dtype.kind == "f":
+        return x.astype(np.float64, copy=False)
+    raise TypeError(f"workload products take real numbers, got dtype {x.dtype}")
+
+
 def check_norm(norm: str) -> str:
     if norm not in NORMS:
         raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
@@ -74,14 +84,33 @@ class Workload(LinearOperator):
 
     # -- dense and sparse forms -------------------------------------------------------------
     def dense(self, max_entries: int = MAX_DENSE_ENTRIES) -> np.ndarray:
-        """W as a dense ``(m, K)`` array; refused above ``max_entries`` entries."""
+        """W as a dense ``(m, K)`` array; refused above ``max_entries`` entries.
+
+        Built from blocks of unit vectors on the smaller side (rows through Wᵀ when m < K), so the
+        temporary memory stays within the result's size.
+        """
         m, k = self.shape
         if m * k > max_entries:
             raise ValueError(
                 f"{self.name} as a dense array would have {m * k} entries (limit {max_entries}); "
                 "use products, tosparse() or pass a larger max_entries"
             )
-        return np.asarray(self.matmat(np.eye(k)), dtype=np.float64)
+        out = np.empty((m, k))
+        if m < k:
+            step = max(1, CHUNK_ENTRIES // k)
+            for start in range(0, m, step):
+                rows = np.arange(start, min(start + step, m))
+                unit = np.zeros((m, rows.size))
+                unit[rows, np.arange(rows.size)] = 1.0
+                out[rows] = np.asarray(self.rmatmat(unit), dtype=np.float64).T
+        else:
+            step = max(1, CHUNK_ENTRIES // m)
+            for start in range(0, k, step):
+                cols = np.arange(start, min(start + step, k))
+                unit = np.zeros((k, cols.size))
+                unit[cols, np.arange(cols.size)] = 1.0
+                out[:, cols] = np.asarray(self.matmat(unit), dtype=np.float64)
+        return out
 
     def tosparse(self) -> sp.csr_array:
         """W as a sparse CSR array (generic version: through the dense form)."""

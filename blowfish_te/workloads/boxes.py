@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from .._grid import offset_pairs, positive_offsets, strides
 from .._validation import check_index_array, check_shape
-from .base import CHUNK_ENTRIES, Workload, check_norm
+from .base import CHUNK_ENTRIES, Workload, as_block, check_norm
 
 #: Cap on non-zeros of sparse forms built on request.
 MAX_SPARSE_NNZ = 2**26
@@ -111,10 +111,10 @@ class Boxes(Workload):
         return table.reshape(-1, x.shape[1])
 
     def _matmat(self, x):
-        return self._corners @ self._prefix_table(np.asarray(x))
+        return self._corners @ self._prefix_table(as_block(x))
 
     def _rmatmat(self, y):
-        y = np.asarray(y)
+        y = as_block(y)
         d = len(self.domain)
         table = _suffix_sums((self._corners.T @ y).reshape(self._padded + (y.shape[1],)), d)
         return table[(slice(1, None),) * d].reshape(self.size, y.shape[1])

@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 
 from .._validation import check_index_array
-from .base import CHUNK_ENTRIES, MAX_DENSE_ENTRIES, Workload, check_norm
+from .base import CHUNK_ENTRIES, MAX_DENSE_ENTRIES, Workload, as_block, check_norm
 
 
 class MatrixWorkload(Workload):
@@ -15,13 +15,13 @@ class MatrixWorkload(Workload):
 
     def __init__(self, matrix, domain=None, name: str | None = None):
         if sp.issparse(matrix):
-            mat = sp.csr_array(matrix, dtype=np.float64)
+            if matrix.dtype.kind not in "biuf":
+                raise TypeError(f"matrix must be real, got a sparse matrix of dtype {matrix.dtype}")
+            mat = sp.csr_array(matrix, dtype=np.float64, copy=True)  # never share the caller's arrays
         else:
             arr = np.asarray(matrix)
-            if arr.dtype == bool:
-                arr = arr.astype(np.float64)
-            if arr.dtype.kind not in "iuf":
-                raise TypeError(f"matrix must be numeric, got dtype {arr.dtype}")
+            if arr.dtype.kind not in "biuf":
+                raise TypeError(f"matrix must be real, got dtype {arr.dtype}")
             if arr.ndim != 2:
                 raise ValueError(f"matrix must be 2-D (queries × cells), got shape {arr.shape}")
             mat = sp.csr_array(arr.astype(np.float64))
@@ -36,15 +36,17 @@ class MatrixWorkload(Workload):
         super().__init__(domain, m, name or f"matrix({m}×{k})")
         if self.size != k:
             raise ValueError(f"domain {self.domain} has {self.size} cells but the matrix has {k} columns")
+        for a in (mat.data, mat.indices, mat.indptr):
+            a.flags.writeable = False
         self.matrix = mat
         self._csc = mat.tocsc()
         self.is_binary = bool(np.all(mat.data == 1.0))
 
     def _matmat(self, x):
-        return self.matrix @ np.asarray(x)
+        return self.matrix @ as_block(x)
 
     def _rmatmat(self, y):
-        return self.matrix.T @ np.asarray(y)
+        return self.matrix.T @ as_block(y)
 
     def tosparse(self) -> sp.csr_array:
         return self.matrix.copy()

@@ -1,0 +1,278 @@
+"""Spanning trees for policies with cycles, and their exact stretch (SPEC §5, route 2).
+
+A forest T on the same cells embeds a policy G with maximum stretch
+ℓ = max over edges (u, v) of G of the tree distance d_T(u, v). Any (ε/ℓ, T)-Blowfish mechanism is
+(ε, G)-Blowfish: moving a record along a G-edge is a chain of at most ℓ moves along T's path, and
+the privacy loss of a chain adds up (group privacy). Every constructor here returns a forest
+:class:`~blowfish_te.policies.Policy`, so a user's own forest policy is an equally valid tree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+
+from ._validation import check_int, check_shape
+from .policies import BOTTOM, PairEdges, Policy
+from .forest import RootedForest
+
+__all__ = [
+    "Stretch",
+    "stretch",
+    "line",
+    "hub",
+    "snake",
+    "comb",
+    "star",
+    "bfs",
+    "shortest_path",
+    "mst",
+    "candidates",
+]
+
+
+def _forest(shape: tuple[int, ...], u, v, name: str, has_bottom: bool = False) -> Policy:
+    u, v = np.asarray(u, dtype=np.int64), np.asarray(v, dtype=np.int64)
+    lo, hi = np.minimum(u, v), np.maximum(u, v)
+    order = np.lexsort((hi, lo))
+    lo, hi = lo[order], hi[order]
+    for a in (lo, hi):
+        a.flags.writeable = False
+    return Policy._trusted(shape, [PairEdges(lo, hi)], has_bottom=has_bottom, name=name)
+
+
+def _fmt(shape: tuple[int, ...]) -> str:
+    return str(shape[0]) if len(shape) == 1 else str(shape)
+
+
+def _centre(shape: tuple[int, ...], centre) -> int:
+    if centre is None:
+        return int(np.ravel_multi_index(tuple((k - 1) // 2 for k in shape), shape))
+    if isinstance(centre, tuple):
+        if len(centre) != len(shape) or not all(0 <= c < k for c, k in zip(centre, shape)):
+            raise ValueError(f"centre {centre!r} is not a cell of the domain {shape}")
+        return int(np.ravel_multi_index(centre, shape))
+    index = check_int(centre, "centre", minimum=0)
+    if index >= math.prod(shape):
+        raise ValueError(f"centre {index} is outside the domain of {math.prod(shape)} cells")
+    return index
+
+
+# -- trees defined by the domain ----------------------------------------------------------------
+
+
+def line(shape) -> Policy:
+    """The cells in row-major order, joined in a path (for 1-D threshold graphs, ℓ = θ)."""
+    shape = check_shape(shape)
+    k = math.prod(shape)
+    return _forest(shape, np.arange(k - 1), np.arange(1, k), f"line_tree({_fmt(shape)})")
+
+
+def hub(k: int, theta: int) -> Policy:
+    """The hub tree of a threshold graph G^θ_k (SPEC §5): blocks of θ consecutive cells, each cell
+    joined to its block's central hub (the lower middle cell), consecutive hubs joined. ℓ = 3 for θ >= 2."""
+    k = check_int(k, "k", minimum=1)
+    theta = check_int(theta, "theta", minimum=1)
+    starts = np.arange(0, k, theta)
+    hubs = starts + (np.minimum(theta, k - starts) - 1) // 2
+    cells = np.arange(k)
+    block = cells // theta
+    spoke = cells != hubs[block]
+    u = np.concatenate([cells[spoke], hubs[:-1]])
+    v = np.concatenate([hubs[block[spoke]], hubs[1:]])
+    return _forest((k,), u, v, f"hub({k}, theta={theta})")
+
+
+def _grid_index(shape, rows, cols):
+    return np.ravel_multi_index((rows, cols), shape)
+
+
+def _check_2d(shape) -> tuple[int, int]:
+    shape = check_shape(shape)
+    if len(shape) != 2:
+        raise ValueError(f"shape must be 2-D for this tree, got {shape}")
+    return shape
+
+
+def snake(shape) -> Policy:
+    """A boustrophedon path through a 2-D grid: row 0 left to right, row 1 right to left, ..."""
+    k1, k2 = shape = _check_2d(shape)
+    rows, cols = np.meshgrid(np.arange(k1), np.arange(k2 - 1), indexing="ij")
+    u = [_grid_index(shape, rows, cols).ravel()]
+    v = [_grid_index(shape, rows, cols + 1).ravel()]
+    turn = np.arange(k1 - 1)
+    side = np.where(turn % 2 == 0, k2 - 1, 0)
+    u.append(_grid_index(shape, turn, side))
+    v.append(_grid_index(shape, turn + 1, side))
+    return _forest(shape, np.concatenate(u), np.concatenate(v), f"snake({shape})")
+
+
+def comb(shape, spine: int | None = None) -> Policy:
+    """A comb on a 2-D grid: every row is a path (a tooth), joined by the spine column ``spine``
+    (default: the middle column, which halves the stretch of vertical grid edges)."""
+    k1, k2 = shape = _check_2d(shape)
+    spine = (k2 - 1) // 2 if spine is None else check_int(spine, "spine", minimum=0)
+    if spine >= k2:
+        raise ValueError(f"spine must be a column index below {k2}, got {spine}")
+    rows, cols = np.meshgrid(np.arange(k1), np.arange(k2 - 1), indexing="ij")
+    u = [_grid_index(shape, rows, cols).ravel(), _grid_index(shape, np.arange(k1 - 1), np.full(k1 - 1, spine))]
+    v = [_grid_index(shape, rows, cols + 1).ravel(), _grid_index(shape, np.arange(1, k1), np.full(k1 - 1, spine))]
+    return _forest(shape, np.concatenate(u), np.concatenate(v), f"comb({shape}, spine={spine})")
+
+
+def star(shape, centre=None) -> Policy:
+    """Every cell joined to ``centre`` (default: the middle cell; :data:`BOTTOM` gives the star
+    around ⊥). ℓ <= 2 for every connected policy: the embedding of bounded DP."""
+    shape = check_shape(shape)
+    k = math.prod(shape)
+    if centre is BOTTOM:
+        return _forest(shape, np.arange(k), np.full(k, k), f"star({_fmt(shape)}, centre=BOTTOM)", has_bottom=True)
+    c = _centre(shape, centre)
+    cells = np.delete(np.arange(k), c)
+    return _forest(shape, cells, np.full(cells.size, c), f"star({_fmt(shape)}, centre={c})")
+
+
+# -- trees of the policy graph ----------------------------------------------------------------
+
+
+def _weighted(policy: Policy, weight: bool) -> sp.csr_array:
+    """Symmetric adjacency with edge weights: 1, or the L1 distance of the cells (1 for ⊥ edges)."""
+    e = policy.edges
+    if weight:
+        k = policy.size
+        cu = np.stack(np.unravel_index(e[:, 0], policy.shape), axis=1)
+        cv = np.stack(np.unravel_index(np.minimum(e[:, 1], k - 1), policy.shape), axis=1)
+        w = np.where(e[:, 1] == k, 1, np.abs(cu - cv).sum(axis=1)).astype(np.float64)
+    else:
+        w = np.ones(e.shape[0])
+    n = policy.num_vertices
+    return sp.csr_array((w, (e[:, 0], e[:, 1])), shape=(n, n))
+
+
+def _search_tree(policy: Policy, centre, name: str, weight: bool) -> Policy:
+    """BFS or Dijkstra tree from ``centre``, and from the smallest vertex of every other component."""
+    k, n = policy.size, policy.num_vertices
+    c = policy.vertex(centre) if centre is BOTTOM else _centre(policy.shape, centre)
+    labels = policy.component_labels
+    starts = np.full(policy.n_components, n, dtype=np.int64)
+    np.minimum.at(starts, labels, np.arange(n))
+    starts[labels[c]] = c
+    adj = _weighted(policy, weight)
+    hub_ = n  # a super-source joined to every start vertex
+    graph = sp.csr_array(
+        (np.concatenate([adj.data, np.ones(starts.size)]),
+         (np.concatenate([adj.nonzero()[0], np.full(starts.size, hub_)]), np.concatenate([adj.nonzero()[1], starts]))),
+        shape=(n + 1, n + 1),
+    )
+    if weight:
+        _, pred = csgraph.dijkstra(graph, directed=False, indices=hub_, return_predecessors=True)
+    else:
+        _, pred = csgraph.breadth_first_order(graph, hub_, directed=False, return_predecessors=True)
+    child = np.flatnonzero((pred[:n] >= 0) & (pred[:n] != hub_))
+    return _forest(policy.shape, child, pred[child], name, has_bottom=policy.has_bottom)
+
+
+def bfs(policy: Policy, centre=None) -> Policy:
+    """Breadth-first (fewest hops) tree of the policy graph from ``centre`` (default: middle cell)."""
+    return _search_tree(policy, centre, f"bfs({policy.name}, centre={centre if centre is not None else 'middle'})", False)
+
+
+def shortest_path(policy: Policy, centre=None) -> Policy:
+    """Shortest-path tree of the policy graph from ``centre``, edges weighted by cell L1 distance."""
+    return _search_tree(policy, centre, f"shortest_path({policy.name}, centre={centre if centre is not None else 'middle'})", True)
+
+
+def mst(policy: Policy) -> Policy:
+    """Minimum spanning forest of the policy graph, edges weighted by cell L1 distance (⊥ edges: 1)."""
+    tree = csgraph.minimum_spanning_tree(_weighted(policy, True)).tocoo()
+    return _forest(policy.shape, tree.row, tree.col, f"mst({policy.name})", has_bottom=policy.has_bottom)
+
+
+def candidates(policy: Policy) -> dict[str, Policy]:
+    """The standard trees for a policy, by name: what the automatic route choice compares.
+
+    Built once per policy (policies are immutable) and cached on it, so repeated releases reuse
+    the same tree objects and their transforms.
+    """
+    if not isinstance(policy, Policy):
+        raise TypeError(f"policy must be a blowfish_te Policy, got {type(policy).__name__}")
+    if "tree_candidates" not in policy._cache:
+        policy._cache["tree_candidates"] = _build_candidates(policy)
+    return dict(policy._cache["tree_candidates"])
+
+
+def _build_candidates(policy: Policy) -> dict[str, Policy]:
+    shape = policy.shape
+    trees = {"bfs": bfs(policy), "mst": mst(policy)}
+    if policy.has_bottom:
+        trees["star"] = star(shape, BOTTOM)
+        return trees
+    trees["line"] = line(shape)
+    trees["star"] = star(shape)
+    if len(shape) == 1:
+        theta = _threshold_width(policy)
+        if theta >= 2:
+            trees["hub"] = hub(shape[0], theta)
+    if len(shape) == 2:
+        trees["snake"] = snake(shape)
+        trees["comb"] = comb(shape)
+    return trees
+
+
+def _threshold_width(policy: Policy) -> int:
+    """Largest |u - v| over the edges of a 1-D policy (θ for a threshold graph)."""
+    return max((int(np.max(np.abs(v - u))) for u, v in (b.pairs(policy.shape) for b in policy.edge_blocks) if u.size), default=0)
+
+
+# -- stretch ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """Tree distances of a policy's edges: ``maximum`` is ℓ (inf when the tree separates the two
+    ends of some edge), ``histogram[d]`` counts the edges at tree distance d."""
+
+    maximum: float
+    mean: float
+    histogram: np.ndarray
+    disconnected: int
+
+
+def stretch(policy: Policy, tree: Policy, rooted: RootedForest | None = None) -> Stretch:
+    """Exact stretch of ``policy`` in the forest ``tree``: depths plus LCA by a range-minimum table
+    over the DFS preorder, O(K log K + |E|). ``rooted`` may pass ``RootedForest(tree)`` if built."""
+    if not isinstance(policy, Policy) or not isinstance(tree, Policy):
+        raise TypeError("policy and tree must both be blowfish_te Policy objects")
+    if tree.size != policy.size:
+        raise ValueError(f"tree {tree.name} has {tree.size} cells but policy {policy.name} has {policy.size}")
+    if policy.has_bottom and not tree.has_bottom:
+        raise ValueError(f"policy {policy.name} has BOTTOM edges but tree {tree.name} has no BOTTOM vertex")
+    rooted = RootedForest(tree) if rooted is None else rooted
+    hist = np.zeros(1, dtype=np.int64)
+    total = 0.0
+    disconnected = 0
+    for block in policy.edge_blocks:
+        u, v = block.pairs(policy.shape)
+        d = rooted.distances(u, v)
+        gone = d < 0
+        disconnected += int(gone.sum())
+        d = d[~gone]
+        total += float(d.sum())
+        counts = np.bincount(d)
+        if counts.size > hist.size:
+            counts[: hist.size] += hist
+            hist = counts
+        else:
+            hist[: counts.size] += counts
+    n = policy.num_edges
+    finite_max = int(np.flatnonzero(hist)[-1]) if hist.any() else 0
+    return Stretch(
+        maximum=math.inf if disconnected else finite_max,
+        mean=total / max(n - disconnected, 1),
+        histogram=hist,
+        disconnected=disconnected,
+    )
