@@ -11,7 +11,7 @@ Quick start::
 from . import mechanisms, policies, trees, workloads
 from .mechanisms import LinearMechanism, Mechanism
 from .policies import BOTTOM, Policy
-from .release import Release, answer
+from .release import Plan, Release, answer, plan
 from .sensitivity import sensitivity
 from .forest import CyclicPolicyError
 from .transform import TransformedWorkload, TreeTransform, transform
@@ -24,6 +24,7 @@ __all__ = [
     "CyclicPolicyError",
     "LinearMechanism",
     "Mechanism",
+    "Plan",
     "Policy",
     "Release",
     "TransformedWorkload",
@@ -31,6 +32,7 @@ __all__ = [
     "Workload",
     "answer",
     "mechanisms",
+    "plan",
     "policies",
     "sensitivity",
     "transform",

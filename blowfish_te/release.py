@@ -63,7 +63,7 @@ class Plan:
 def _transform_candidate(workload: Workload, policy: Policy, tree: Policy | None, epsilon: float, mech: Mechanism) -> Candidate:
     tr = transform(policy, tree)
     expected = None
-    if isinstance(mech, LinearMechanism):
+    if isinstance(mech, LinearMechanism):  # one transformed workload, so its column norms are computed once
         expected = 0.0 if tr.num_edges == 0 else mech.expected_error(tr.workload(workload), epsilon / tr.stretch)
         expected /= workload.num_queries
     return Candidate("transform", tr.tree, tr.stretch, expected)

@@ -59,7 +59,7 @@ class TreeTransform:
         self.tree = forest
         self.stretch = 1
         if forest is not policy:
-            measured = tree_stretch(policy, forest, rooted)
+            measured = tree_stretch(policy, forest, rooted, histogram=False)
             if measured.disconnected:
                 raise ValueError(
                     f"tree {forest.name} does not connect the two ends of {measured.disconnected} edges of "
@@ -150,6 +150,7 @@ class TransformedWorkload(Workload):
             raise ValueError(f"{tree.policy.name} has no edges: it protects nothing and W x = offset(W) exactly")
         self.base = base
         self.tree = tree
+        self._column_norms: dict[str, np.ndarray] = {}
         super().__init__((tree.num_edges,), base.num_queries, f"{base.name} under {tree.policy.name}")
 
     def _matmat(self, y):
@@ -158,11 +159,20 @@ class TransformedWorkload(Workload):
     def _rmatmat(self, z):
         return self.tree._incidence.T @ self.base._rmatmat(np.asarray(z))
 
+    def column_norms(self, norm: str = "l1") -> np.ndarray:
+        """Column norms of W_G: norms of W's column differences along the tree edges (cached;
+        for a 0/1 workload the entries of W_G are in {-1, 0, 1}, so L1 equals squared L2)."""
+        key = "l1" if self.base.is_binary else norm
+        if key not in self._column_norms:
+            values = self.base.difference_norms(self.tree.child, self.tree.parent, key)
+            values.flags.writeable = False
+            self._column_norms[key] = values
+        return self._column_norms[key]
+
     def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
-        """Column norms of W_G are column-difference norms of W along the tree edges."""
         u, v = self._check_pairs(u, v)
         if np.all(v == self.size):
-            return self.base.difference_norms(self.tree.child[u], self.tree.parent[u], norm)
+            return self.column_norms(norm)[u].copy()
         return super().difference_norms(u, v, norm)
 
     def tosparse(self) -> sp.csr_array:

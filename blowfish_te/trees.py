@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from ._validation import check_int, check_shape
-from .policies import BOTTOM, PairEdges, Policy
+from .policies import BOTTOM, CliqueEdges, OffsetEdges, PairEdges, Policy
 from .forest import RootedForest
 
 __all__ = [
@@ -206,8 +206,14 @@ def candidates(policy: Policy) -> dict[str, Policy]:
 
 
 def _build_candidates(policy: Policy) -> dict[str, Policy]:
+    """Structured trees for the domain; graph-search trees (BFS, MST) only where they can add
+    something: on 1-D offset policies the MST is the line tree and the hub tree beats BFS, and on
+    the complete graph BFS is the star — there they would only cost time."""
     shape = policy.shape
-    trees = {"bfs": bfs(policy), "mst": mst(policy)}
+    blocks = policy.edge_blocks
+    one_d_offsets = len(shape) == 1 and all(isinstance(b, OffsetEdges) for b in blocks)
+    complete = len(blocks) == 1 and isinstance(blocks[0], CliqueEdges) and blocks[0].cells.size == policy.size
+    trees = {} if one_d_offsets or complete else {"bfs": bfs(policy), "mst": mst(policy)}
     if policy.has_bottom:
         trees["star"] = star(shape, BOTTOM)
         return trees
@@ -242,9 +248,26 @@ class Stretch:
     disconnected: int
 
 
-def stretch(policy: Policy, tree: Policy, rooted: RootedForest | None = None) -> Stretch:
+def _clique_diameter(rooted: RootedForest, cells: np.ndarray) -> int:
+    """Largest tree distance between two of ``cells`` (-1 if the forest separates them).
+
+    Double sweep: in a tree metric the farthest cell from any cell of a set is an end of a
+    diametral pair of that set, so two passes of O(|cells|) distances are exact.
+    """
+    first = rooted.distances(np.full(cells.size, cells[0]), cells)
+    if (first < 0).any():
+        return -1
+    far = cells[int(np.argmax(first))]
+    return int(rooted.distances(np.full(cells.size, far), cells).max())
+
+
+def stretch(policy: Policy, tree: Policy, rooted: RootedForest | None = None, histogram: bool = True) -> Stretch:
     """Exact stretch of ``policy`` in the forest ``tree``: depths plus LCA by a range-minimum table
-    over the DFS preorder, O(K log K + |E|). ``rooted`` may pass ``RootedForest(tree)`` if built."""
+    over the DFS preorder, O(K log K + |E|). ``rooted`` may pass ``RootedForest(tree)`` if built.
+
+    With ``histogram=False`` only ``maximum`` and ``disconnected`` (0 or not) are computed, and clique
+    blocks cost O(clique size) by a double sweep instead of one distance per pair.
+    """
     if not isinstance(policy, Policy) or not isinstance(tree, Policy):
         raise TypeError("policy and tree must both be blowfish_te Policy objects")
     if tree.size != policy.size:
@@ -256,6 +279,14 @@ def stretch(policy: Policy, tree: Policy, rooted: RootedForest | None = None) ->
     total = 0.0
     disconnected = 0
     for block in policy.edge_blocks:
+        if not histogram and isinstance(block, CliqueEdges):
+            diameter = _clique_diameter(rooted, block.cells)
+            if diameter < 0:
+                disconnected += 1
+            elif diameter >= hist.size:
+                hist = np.concatenate([hist, np.zeros(diameter + 1 - hist.size, dtype=np.int64)])
+                hist[diameter] = 1
+            continue
         u, v = block.pairs(policy.shape)
         d = rooted.distances(u, v)
         gone = d < 0
@@ -272,7 +303,7 @@ def stretch(policy: Policy, tree: Policy, rooted: RootedForest | None = None) ->
     finite_max = int(np.flatnonzero(hist)[-1]) if hist.any() else 0
     return Stretch(
         maximum=math.inf if disconnected else finite_max,
-        mean=total / max(n - disconnected, 1),
-        histogram=hist,
+        mean=total / max(n - disconnected, 1) if histogram else math.nan,
+        histogram=hist if histogram else np.zeros(0, dtype=np.int64),
         disconnected=disconnected,
     )

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from blowfish_te import workloads as wl
 from blowfish_te._graph import signed_incidence
+from blowfish_te._grid import offset_pairs
 from blowfish_te.workloads.base import Workload
 from conftest import dense_boxes
 
@@ -269,3 +270,27 @@ def test_all_ranges_times_incidence_uses_the_endpoints():
 def test_empty_pair_lists():
     assert wl.prefix(4).difference_norms([], []).size == 0
     assert wl.prefix(4).column_diameter([]) == 0
+
+
+@pytest.mark.parametrize("kind", ["shared v", "shared u", "one offset", "scattered"])
+def test_box_pair_groupings_against_the_dense_twin(kind, monkeypatch):
+    """Each grouping of pairs (by endpoint, by offset, none) gives exact column-difference norms."""
+    shape = (30, 30)
+    w = wl.random_rects(shape, 50, rng=9)
+    d = dense_boxes(shape, w.lo, w.hi)
+    k = w.size
+    rng = np.random.default_rng(1)
+    centre = 437
+    others = np.delete(np.arange(k), centre)
+    u, v = {
+        "shared v": (others, np.full(others.size, centre)),
+        "shared u": (np.full(others.size, centre), others),
+        "one offset": offset_pairs(shape, (1, 1)),
+        "scattered": tuple(rng.integers(0, k, (2, 20))),
+    }[kind]
+    used = []
+    monkeypatch.setattr(w, "_both_with", lambda cell, f=w._both_with: used.append("endpoint") or f(cell))
+    monkeypatch.setattr(w, "_both", lambda off, f=w._both: used.append("offset") or f(off))
+    assert np.array_equal(w.difference_norms(u, v), np.abs(d[:, u] - d[:, v]).sum(0))
+    expected_path = {"shared v": ["endpoint"], "shared u": ["endpoint"], "one offset": ["offset"], "scattered": []}[kind]
+    assert used == expected_path

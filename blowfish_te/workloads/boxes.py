@@ -145,13 +145,20 @@ class Boxes(Workload):
         keep = (lo <= hi).all(axis=1)
         return coverage(self.domain, lo[keep], hi[keep])
 
+    def _both_with(self, cell: int) -> np.ndarray:
+        """For every cell u, the number of boxes containing both u and ``cell``."""
+        coord = np.array(np.unravel_index(cell, self.domain))
+        keep = ((self.lo <= coord) & (coord <= self.hi)).all(axis=1)
+        return coverage(self.domain, self.lo[keep], self.hi[keep])
+
     def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
         """Exact column-difference norms (entries are 0/1, so L1 equals squared L2).
 
         ‖W e_u - W e_v‖₁ = c(u) + c(v) - 2 b(u, v), where c counts the boxes containing a cell and
-        b the boxes containing both. Pairs are grouped by grid offset δ = v - u: for a fixed δ, b is
-        the coverage of the boxes shrunk by δ, one O(K + m·2^d) table per offset. When there are many
-        distinct offsets, pairs are tested against every box directly (O(m·d) per pair).
+        b the boxes containing both. Pairs are grouped so that b is one O(K + m·2^d) coverage table
+        per group: by grid offset δ = v - u (b is the coverage of the boxes shrunk by δ), or by a
+        shared endpoint (b is the coverage of the boxes containing it), whichever needs fewer
+        tables. When every grouping is too fine, pairs are tested against every box (O(m·d) each).
         """
         u, v = self._check_pairs(u, v)
         check_norm(norm)
@@ -169,26 +176,30 @@ class Boxes(Workload):
         k = np.array(self.domain)
         cu = np.stack(np.unravel_index(u, self.domain), axis=1)
         cv = np.stack(np.unravel_index(v, self.domain), axis=1)
-        delta = cv - cu
-        key = np.ravel_multi_index(tuple((delta + k - 1).T), tuple(2 * k - 1))
-        if (key == key[0]).all():
-            keys, inverse = key[:1], np.zeros(key.size, dtype=np.int64)
+        offsets = np.ravel_multi_index(tuple((cv - cu + k - 1).T), tuple(2 * k - 1))
+        groupings = {"offset": offsets, "u": u, "v": v}
+        constant = [name for name, key in groupings.items() if (key == key[0]).all()]
+        if constant:  # the common cases: one offset block of a policy, or a star
+            sizes = {constant[0]: 1}
         else:
-            keys, inverse = np.unique(key, return_inverse=True)
+            sizes = {"offset": np.unique(offsets).size}
+            if sizes["offset"] > 16:  # only then can an endpoint grouping be worth its two sorts
+                sizes.update(u=np.unique(u).size, v=np.unique(v).size)
+        by = min(sizes, key=sizes.get)
         m = self.num_queries
-        per_offset_cost = keys.size * (self.size + m * 2**d)
-        direct_cost = u.size * m * d
         counts = self.cell_counts()
-        if per_offset_cost <= direct_cost:
-            out = np.empty(u.size)
+        out = np.empty(u.size)
+        if sizes[by] * (self.size + m * 2**d) <= u.size * m * d:
+            keys, inverse = np.unique(groupings[by], return_inverse=True)
             order = np.argsort(inverse, kind="stable")
             groups = np.split(order, np.flatnonzero(np.diff(inverse[order])) + 1)
-            for key_value, group in zip(keys, groups):
-                offset = np.array(np.unravel_index(key_value, tuple(2 * k - 1))) - (k - 1)
-                both = self._both(offset)
-                out[group] = counts[u[group]] + counts[v[group]] - 2 * both[u[group]]
+            for key, group in zip(keys, groups):
+                if by == "offset":
+                    both = self._both(np.array(np.unravel_index(key, tuple(2 * k - 1))) - (k - 1))[u[group]]
+                else:
+                    both = self._both_with(int(key))[(v if by == "u" else u)[group]]
+                out[group] = counts[u[group]] + counts[v[group]] - 2 * both
             return out
-        out = np.empty(u.size)
         step = max(1, CHUNK_ENTRIES // (m * d))
         for start in range(0, u.size, step):
             sl = slice(start, start + step)

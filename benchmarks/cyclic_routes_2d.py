@@ -1,0 +1,60 @@
+"""Routes for 2-D grid policies: stretch of every candidate tree, expected error of every route for
+2000 random rectangles, and the automatic choice (cyclic-policy issue, item 8).
+
+Run: ``python benchmarks/cyclic_routes_2d.py [--sizes 64 256] [--json out.json]``.
+The 64 × 64 rows are the test fixture ``tests/fixtures/grid_routes_64.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from blowfish_te import plan, policies, trees
+from blowfish_te import workloads as wl
+
+EPSILON = 1.0
+QUERIES = 2000
+SEED = 0
+
+
+def report(size: int, theta: int) -> dict:
+    shape = (size, size)
+    policy = policies.grid(shape, theta)
+    workload = wl.random_rects(shape, QUERIES, rng=SEED)
+    start = time.perf_counter()
+    candidates = trees.candidates(policy)
+    stretches = {name: int(trees.stretch(policy, tree).maximum) for name, tree in candidates.items()}
+    row = {"shape": list(shape), "theta": theta, "stretch": stretches, "routes": {}, "chosen": {}}
+    for mechanism in ("identity", "laplace"):
+        the_plan = plan(workload, policy, EPSILON, mechanism)
+        row["routes"][mechanism] = {c.label: c.expected_mse for c in the_plan.considered}
+        row["chosen"][mechanism] = the_plan.chosen.label
+    row["seconds"] = round(time.perf_counter() - start, 2)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--json", help="write the rows to this file")
+    args = parser.parse_args()
+    rows = []
+    for size in args.sizes:
+        for theta in (1, 4):
+            row = report(size, theta)
+            rows.append(row)
+            print(f"\n## grid(({size}, {size}), theta={theta}), {QUERIES} random rectangles, epsilon = {EPSILON} ({row['seconds']} s)")
+            print("stretch: " + ", ".join(f"{k} {v}" for k, v in row["stretch"].items()))
+            for mechanism, routes in row["routes"].items():
+                print(f"{mechanism}: chosen {row['chosen'][mechanism]}")
+                for label, mse in routes.items():
+                    print(f"    {label:<70} {mse:>14.1f}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)  # key order is the ranking
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+import pathlib
+import re
+
+README = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+
+
+def test_readme_python_blocks_run():
+    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    assert blocks
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["release"].expected_mse == 2 / 0.5**2 * 99 / 100
+    assert namespace["r"].tree == "hub(100, theta=16)" and namespace["r"].stretch == 3
+
+
+def test_readme_commands_match_ci():
+    ci = (pathlib.Path(__file__).parent.parent / ".ci" / "run").read_text()
+    test_command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && python -m pytest -q'
+    assert test_command in README and test_command in ci
+    assert "pip install -e . && blowfish-te demo" in README

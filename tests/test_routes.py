@@ -1,0 +1,216 @@
+"""Cyclic policies: tree embeddings at ε/ℓ, the exact route, the automatic choice, and an exact
+privacy-loss check of every linear route on tiny domains (SPEC §5)."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blowfish_te as bt
+from blowfish_te import Mechanism, answer, plan, policies, transform, trees
+from blowfish_te import workloads as wl
+from blowfish_te.mechanisms import get_mechanism
+from conftest import graphs, laplace_mse_sd
+
+
+def neighbour_pairs(policy, max_records=2):
+    """Every pair of G-neighbouring histograms with at most ``max_records`` records (SPEC §2)."""
+    k = policy.size
+    for n in range(max_records + 1):
+        for placement in itertools.combinations_with_replacement(range(k), n):
+            x = np.bincount(np.array(placement, dtype=int), minlength=k)
+            for u, v in policy.edges:
+                for a, b in ((u, v), (v, u)):
+                    if a < k and x[a] == 0:
+                        continue
+                    y = x.copy()
+                    if a < k:
+                        y[a] -= 1
+                    if b < k:
+                        y[b] += 1
+                    yield x, y
+
+
+def worst_case_loss(workload, policy, epsilon, mechanism, route="auto", tree=None, ignore_stretch=False):
+    """max over neighbours of log p(out | x) / p(out | x') = ‖μ(x) - μ(x')‖₁ / b for the Laplace
+    measurement μ of the release, with the noise scale b the release actually used."""
+    release = answer(workload, np.zeros(policy.size, int), policy, epsilon, mechanism, rng=0, route=route, tree=tree)
+    mech = get_mechanism(mechanism)
+    if release.route == "exact":
+        a = mech.strategy(workload).dense()
+        measure = lambda x: a @ x  # noqa: E731
+        scale = release.sensitivity / epsilon
+    else:
+        chosen = plan(workload, policy, epsilon, mechanism, route, tree).chosen
+        tr = transform(policy, None if chosen.tree is policy else chosen.tree)
+        if tr.num_edges == 0:  # nothing to protect: the answers are the disclosed totals
+            return 0.0
+        a = mech.strategy(tr.workload(workload)).dense()
+        measure = lambda x: a @ tr.data(x)  # noqa: E731
+        scale = release.sensitivity / (epsilon if ignore_stretch else epsilon / release.stretch)
+    loss = max((np.abs(measure(x) - measure(y)).sum() for x, y in neighbour_pairs(policy)), default=0.0)
+    return loss / scale if scale else (0.0 if loss == 0 else math.inf)
+
+
+TINY = [
+    policies.line(4),
+    policies.threshold(5, 2),
+    policies.grid((2, 3)),
+    policies.grid((3, 3), theta=2),
+    policies.complete(4),
+    policies.attribute((2, 3)),
+    policies.partition([0, 0, 1, 1, 1]),
+    policies.unbounded(3),
+    policies.from_edges(4, [[0, 1], [1, 2], [0, 2], [2, 4], [3, 4]]),  # a cycle plus ⊥ (index 4)
+]
+
+
+def _routes(policy):
+    yield "exact", None
+    if policy.is_forest:
+        yield "transform", None
+    else:
+        for name in trees.candidates(policy):
+            yield "transform", name
+    yield "auto", None
+
+
+@pytest.mark.parametrize("policy", TINY, ids=lambda p: p.name)
+@pytest.mark.parametrize("mechanism", ["identity", "laplace"])
+def test_every_linear_route_is_epsilon_blowfish_on_tiny_domains(policy, mechanism):
+    """Item 6: the exact worst-case privacy loss over all neighbour pairs is at most ε, for the tree
+    routes at ε/ℓ and for the exact route; some route attains ε, so the bound is tight."""
+    eps = 0.7
+    rng = np.random.default_rng(policy.size)
+    k = policy.size
+    for workload in [wl.prefix(policy.shape) if len(policy.shape) == 1 else wl.identity(policy.shape),
+                     wl.from_matrix(rng.integers(-2, 3, (3, k)))]:
+        losses = {}
+        for route, tree in _routes(policy):
+            losses[(route, tree)] = worst_case_loss(workload, policy, eps, mechanism, route, tree)
+            assert losses[(route, tree)] <= eps * (1 + 1e-9), (route, tree, losses[(route, tree)])
+        assert max(losses.values()) == pytest.approx(eps)
+
+
+def test_the_check_catches_a_missing_stretch_factor():
+    """Negative control: the hub tree at ε instead of ε/ℓ leaks more than ε."""
+    loss = worst_case_loss(wl.prefix(9), policies.threshold(9, 2), 0.7, "identity", "transform", "hub", ignore_stretch=True)
+    assert loss > 0.7 * 2.9
+
+
+@settings(max_examples=40)
+@given(graphs(max_cells=4), st.sampled_from(["identity", "laplace"]), st.integers(0, 2**32 - 1))
+def test_linear_routes_on_random_small_graphs(case, mechanism, seed):
+    k, edges = case
+    policy = policies.from_edges(k, np.array(edges, dtype=int).reshape(-1, 2))
+    workload = wl.from_matrix(np.random.default_rng(seed).integers(-2, 3, (2, k)))
+    for route, tree in _routes(policy):
+        assert worst_case_loss(workload, policy, 1.0, mechanism, route, tree) <= 1 + 1e-9
+
+
+def test_tree_route_runs_the_mechanism_at_epsilon_over_stretch():
+    class Probe(Mechanism):
+        name = "probe"
+
+        def run(self, workload, x, epsilon, rng=None):
+            self.epsilon = epsilon
+            return workload @ x
+
+    probe = Probe()
+    x = np.arange(20)
+    release = answer(wl.prefix(20), x, policies.threshold(20, 4), 0.9, probe, rng=0, tree="hub")
+    assert release.tree == "hub(20, theta=4)" and release.stretch == 3
+    assert probe.epsilon == pytest.approx(0.3)
+    assert np.array_equal(release.answers, wl.prefix(20) @ x)
+    release = answer(wl.prefix(20), x, policies.threshold(20, 4), 0.9, probe, rng=0, tree=trees.line(20))
+    assert release.stretch == 4 and probe.epsilon == pytest.approx(0.9 / 4)
+
+
+def test_expected_error_scales_with_the_stretch_squared():
+    w, policy = wl.random_ranges(200, 300, rng=1), policies.threshold(200, 8)
+    for name in ["hub", "line", "star"]:
+        chosen = plan(w, policy, 1.0, "identity", tree=name).chosen
+        tr = transform(policy, chosen.tree)
+        unit = get_mechanism("identity").expected_error(tr.workload(w), 1.0) / w.num_queries
+        assert chosen.expected_mse == pytest.approx(unit * tr.stretch**2)
+
+
+def test_automatic_choice_takes_the_lowest_expected_error_and_says_why():
+    w, x = wl.random_ranges(300, 500, rng=2), np.zeros(300, int)
+    policy = policies.threshold(300, 16)
+    the_plan = plan(w, policy, 1.0, "identity")
+    errors = [c.expected_mse for c in the_plan.considered]
+    assert errors == sorted(errors) and len(errors) == len(trees.candidates(policy)) + 1
+    assert the_plan.chosen.tree.name == "hub(300, theta=16)"
+    release = answer(w, x, policy, 1.0, "identity", rng=0)
+    assert release.tree == "hub(300, theta=16)" and release.stretch == 3
+    assert release.expected_mse == min(errors)
+    assert release.choice.startswith("auto: lowest analytic expected error")
+    for c in the_plan.considered:
+        assert c.label in release.choice
+    forced = answer(w, x, policy, 1.0, "identity", rng=0, route="exact")
+    assert forced.route == "exact" and forced.tree is None and forced.expected_mse == pytest.approx(8 * w.frobenius_sq() / 500)
+
+
+def test_forest_policies_compare_the_transform_with_the_exact_route():
+    """Review finding: on a star-shaped forest the exact route can be far better for some workloads."""
+    star = policies.from_edges(50, [[0, i] for i in range(1, 50)])
+    w = wl.from_matrix(np.eye(50)[:1])
+    release = answer(w, np.ones(50, int), star, 1.0, rng=0)
+    assert release.route == "exact" and release.expected_mse == pytest.approx(8.0)
+    assert "transform[" in release.choice and "98" in release.choice
+
+
+def test_tree_arguments():
+    w, policy = wl.prefix(10), policies.threshold(10, 3)
+    with pytest.raises(ValueError, match="unknown tree 'ladder'.*known trees"):
+        answer(w, np.zeros(10, int), policy, 1.0, tree="ladder")
+    with pytest.raises(ValueError, match="transform route"):
+        answer(w, np.zeros(10, int), policy, 1.0, route="exact", tree="hub")
+    with pytest.raises(TypeError, match="tree"):
+        answer(w, np.zeros(10, int), policy, 1.0, tree=3)
+
+
+REFERENCE = {4: 72, 16: 180, 64: 600}
+
+
+@pytest.mark.parametrize("theta", [4, 16, 64])
+def test_hub_tree_reference_values_are_independent_of_k(theta):
+    """Item 7 (SPEC §12): threshold θ, hub tree + identity at ε/3, ε = 1, 3000 random ranges."""
+    values = []
+    for k in (1024, 4096):
+        w = wl.random_ranges(k, 3000, rng=k)
+        the_plan = plan(w, policies.threshold(k, theta), 1.0, "identity", tree="hub")
+        values.append(the_plan.chosen.expected_mse)
+        assert the_plan.chosen.expected_mse == pytest.approx(REFERENCE[theta], rel=0.05)
+    assert values[0] == pytest.approx(values[1], rel=0.05)
+
+
+@pytest.mark.parametrize("theta", [4, 16, 64])
+def test_hub_tree_reference_values_by_monte_carlo(theta):
+    k, trials = 1024, 400
+    w, policy = wl.random_ranges(k, 3000, rng=k), policies.threshold(k, theta)
+    x = np.random.default_rng(3).integers(0, 20, k)
+    truth = w @ x
+    mse = np.array([np.mean((answer(w, x, policy, 1.0, rng=t, tree="hub").answers - truth) ** 2) for t in range(trials)])
+    tr = transform(policy, trees.candidates(policy)["hub"])
+    w_t = tr.workload(w).dense()
+    sd = laplace_mse_sd(w_t.T @ w_t, tr.stretch / 1.0, w.num_queries) / math.sqrt(trials)
+    expected = plan(w, policy, 1.0, tree="hub").chosen.expected_mse
+    assert abs(mse.mean() - expected) < 4 * sd
+    assert 4 * sd < 0.05 * expected and mse.mean() == pytest.approx(REFERENCE[theta], rel=0.05)
+
+
+def test_data_dependent_mechanisms_need_a_tree_on_cyclic_policies():
+    class Probe(Mechanism):
+        name = "probe"
+
+        def run(self, workload, x, epsilon, rng=None):
+            return workload @ x
+
+    with pytest.raises(bt.CyclicPolicyError, match="spanning tree"):
+        answer(wl.prefix(6), np.ones(6, int), policies.grid((2, 3)), 1.0, Probe(), rng=0)
+    assert answer(wl.prefix(6), np.ones(6, int), policies.grid((2, 3)), 1.0, Probe(), rng=0, tree="snake").stretch == 5
