@@ -81,6 +81,17 @@ def test_bfs_tree_keeps_graph_distances_from_the_centre():
     assert graph == in_tree
 
 
+def test_shortest_path_tree_keeps_weighted_distances_from_the_centre():
+    policy = policies.grid((6, 7), theta=3)
+    coords = np.stack(np.unravel_index(np.arange(42), (6, 7)), 1)
+    weight = lambda a, b: int(np.abs(coords[a] - coords[b]).sum())  # noqa: E731
+    graph, tree = nx.Graph(), nx.Graph()
+    graph.add_weighted_edges_from((int(u), int(v), weight(u, v)) for u, v in policy.edges)
+    tree.add_weighted_edges_from((int(u), int(v), weight(u, v)) for u, v in trees.shortest_path(policy, centre=(2, 3)).edges)
+    centre = 2 * 7 + 3
+    assert nx.single_source_dijkstra_path_length(graph, centre) == nx.single_source_dijkstra_path_length(tree, centre)
+
+
 def test_mst_has_minimum_total_cell_distance():
     policy = policies.grid((5, 6), theta=3)
     tree = trees.mst(policy)
