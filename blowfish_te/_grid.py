@@ -7,6 +7,11 @@ import math
 import numpy as np
 
 
+def shape_label(shape: tuple[int, ...]) -> str:
+    """``k`` for a 1-D domain, ``(k1, k2, ...)`` otherwise: how names print shapes."""
+    return str(shape[0]) if len(shape) == 1 else str(shape)
+
+
 def strides(shape: tuple[int, ...]) -> np.ndarray:
     """Row-major strides of a grid, in cells."""
     return np.array([math.prod(shape[i + 1 :]) for i in range(len(shape))], dtype=np.int64)

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from ._graph import signed_incidence
-from ._grid import offset_pairs, positive_offsets
+from ._grid import offset_pairs, positive_offsets, shape_label as _fmt
 from ._validation import check_int, check_shape
 
 __all__ = [
@@ -525,5 +525,3 @@ def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
-def _fmt(shape: tuple[int, ...]) -> str:
-    return str(shape[0]) if len(shape) == 1 else str(shape)

@@ -69,6 +69,10 @@ def _transform_candidate(workload: Workload, policy: Policy, tree: Policy | None
     return Candidate("transform", tr.tree, tr.stretch, expected)
 
 
+def _exact_candidate(workload: Workload, policy: Policy, epsilon: float, mech: LinearMechanism) -> Candidate:
+    return Candidate("exact", expected_mse=mech.expected_error(workload, epsilon, policy=policy) / workload.num_queries)
+
+
 def _resolve_tree(policy: Policy, tree) -> Policy:
     if isinstance(tree, Policy):
         return tree
@@ -113,13 +117,13 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
             raise CyclicPolicyError(
                 f"mechanism {mech.name!r} is not a linear data-independent mechanism, so it has no exact route"
             )
-        cands = [Candidate("exact", expected_mse=mech.expected_error(workload, epsilon, policy=policy) / workload.num_queries)]
+        cands = [_exact_candidate(workload, policy, epsilon, mech)]
         reason = "route='exact' requested"
     elif policy.is_forest:
         cands = [_transform_candidate(workload, policy, None, epsilon, mech)]
         reason = "the policy is a forest: its exact transform"
         if route == "auto" and linear:
-            cands.append(Candidate("exact", expected_mse=mech.expected_error(workload, epsilon, policy=policy) / workload.num_queries))
+            cands.append(_exact_candidate(workload, policy, epsilon, mech))
             reason = "auto: lowest analytic expected error"
     else:
         if not linear:
@@ -127,7 +131,7 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
         cands = [_transform_candidate(workload, policy, t, epsilon, mech) for t in tree_lib.candidates(policy).values()]
         reason = "route='transform': the candidate tree with the lowest analytic expected error"
         if route == "auto":
-            cands.append(Candidate("exact", expected_mse=mech.expected_error(workload, epsilon, policy=policy) / workload.num_queries))
+            cands.append(_exact_candidate(workload, policy, epsilon, mech))
             reason = "auto: lowest analytic expected error"
     ranked = sorted(cands, key=_rank_key)
     return Plan(chosen=ranked[0], considered=tuple(ranked), reason=reason)

@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
+from ._grid import shape_label as _fmt
 from ._validation import check_int, check_shape
 from .policies import BOTTOM, CliqueEdges, OffsetEdges, PairEdges, Policy
 from .forest import RootedForest
@@ -44,9 +45,6 @@ def _forest(shape: tuple[int, ...], u, v, name: str, has_bottom: bool = False) -
         a.flags.writeable = False
     return Policy._trusted(shape, [PairEdges(lo, hi)], has_bottom=has_bottom, name=name)
 
-
-def _fmt(shape: tuple[int, ...]) -> str:
-    return str(shape[0]) if len(shape) == 1 else str(shape)
 
 
 def _centre(shape: tuple[int, ...], centre) -> int:

@@ -18,6 +18,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from .._grid import shape_label as _fmt
 from .._validation import check_int, check_shape
 from ..noise import RNGLike, check_rng
 from .all_ranges import AllRanges
@@ -42,9 +43,6 @@ __all__ = [
     "as_workload",
 ]
 
-
-def _fmt(shape: tuple[int, ...]) -> str:
-    return str(shape[0]) if len(shape) == 1 else str(shape)
 
 
 def _cells(shape: tuple[int, ...]) -> np.ndarray:
