@@ -274,10 +274,31 @@ class Policy:
         return signed_incidence(e[:, 0], e[:, 1], self.size)
 
     def _components(self) -> tuple[int, np.ndarray]:
+        """Connected components from a graph with the same connectivity: each clique block is
+        replaced by a star, so large cliques never list their O(c²) edges."""
         if "components" not in self._cache:
-            n, labels = csgraph.connected_components(self.adjacency(), directed=False)
-            self._cache["components"] = (int(n), _readonly(labels.astype(np.int64)))
+            us, vs = [], []
+            for block in self._blocks:
+                if isinstance(block, CliqueEdges):
+                    us.append(np.full(block.cells.size - 1, block.cells[0]))
+                    vs.append(block.cells[1:])
+                else:
+                    u, v = block.pairs(self._shape)
+                    us.append(u)
+                    vs.append(v)
+            n = self.num_vertices
+            u = np.concatenate(us) if us else np.zeros(0, dtype=np.int64)
+            v = np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64)
+            graph = sp.csr_array((np.ones(u.size, dtype=np.int8), (u, v)), shape=(n, n))
+            count, labels = csgraph.connected_components(graph, directed=False)
+            self._cache["components"] = (int(count), _readonly(labels.astype(np.int64)))
         return self._cache["components"]
+
+    @property
+    def touches_bottom(self) -> bool:
+        """Whether some edge joins a cell to ⊥ (then the tree of an embedding must contain ⊥)."""
+        k = self.size
+        return any(isinstance(b, PairEdges) and b.v.size and int(b.v.max()) == k for b in self._blocks)
 
     @property
     def n_components(self) -> int:
@@ -474,10 +495,10 @@ def from_networkx(graph, shape=None) -> Policy:
 
     Without ``shape`` the cell nodes must be exactly the integers 0..K-1. With ``shape`` nodes may be
     flat indices or coordinate tuples (as in ``networkx.grid_2d_graph``); missing cells are isolated,
-    so their counts are disclosed. Directed graphs are read as undirected.
+    so their counts are disclosed. Directed graphs are read as undirected; a BOTTOM node without
+    edges is dropped (it protects nothing).
     """
     nodes = list(graph.nodes)
-    has_bottom = any(n is BOTTOM for n in nodes)
     cells = [n for n in nodes if n is not BOTTOM]
     if shape is None:
         k = len(cells)
@@ -513,6 +534,7 @@ def from_networkx(graph, shape=None) -> Policy:
         index(node)
     pairs = np.array([(index(a), index(b)) for a, b in graph.edges()], dtype=np.int64).reshape(-1, 2)
     block = _canonical_pairs(pairs[:, 0], pairs[:, 1], k, "graph")
+    has_bottom = bool(block.v.size and block.v.max() == k)  # an isolated BOTTOM node protects nothing
     return Policy._trusted(
         shape,
         [block],

@@ -114,7 +114,7 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
         reason = f"tree {resolved.name} given by the caller"
     elif route == "exact":
         if not linear:
-            raise CyclicPolicyError(
+            raise ValueError(
                 f"mechanism {mech.name!r} is not a linear data-independent mechanism, so it has no exact route"
             )
         cands = [_exact_candidate(workload, policy, epsilon, mech)]
@@ -146,7 +146,9 @@ class Release:
     with its expected per-query MSE. ``component_totals`` maps the root cell of every tree
     component without ⊥ to its record count, disclosed exactly (empty for the exact route).
     ``expected_mse`` is the analytic expected per-query squared error for linear data-independent
-    mechanisms, else None; ``sensitivity`` the L1 sensitivity the Laplace noise was calibrated to.
+    mechanisms, else None; ``sensitivity`` the L1 sensitivity Δ of the measured strategy (on x_T
+    for the transform route, under the policy for the exact route) and ``noise_scale`` the Laplace
+    scale actually drawn: Δ·stretch/ε, resp. Δ/ε (None for mechanisms that do not report them).
     """
 
     answers: np.ndarray = field(repr=False)
@@ -161,7 +163,20 @@ class Release:
     sampler: str
     expected_mse: float | None
     sensitivity: float | None
+    noise_scale: float | None
     choice: str = field(repr=False)
+
+
+def _policy_totals(policy: Policy, x: np.ndarray) -> dict[int, int]:
+    """Record totals of the policy's components without ⊥, keyed by their last cell."""
+    labels = policy.component_labels[: policy.size]
+    free = np.ones(policy.n_components, dtype=bool)
+    if policy.has_bottom:
+        free[policy.component_labels[policy.size]] = False
+    last = np.full(policy.n_components, -1, dtype=np.int64)
+    np.maximum.at(last, labels, np.arange(policy.size))
+    sums = np.bincount(labels, weights=x, minlength=policy.n_components)
+    return {int(last[c]): int(sums[c]) for c in np.flatnonzero(free & (last >= 0))}
 
 
 def _checked_answers(values, m: int, mech: Mechanism) -> np.ndarray:
@@ -214,20 +229,26 @@ def answer(
     m = workload.num_queries
     sampler = mech.sampler
 
+    scale = None
     if chosen.route == "exact":
         answers, delta = mech.release(workload, x, epsilon, gen, policy=policy)
-        totals: dict[int, int] = {}
+        scale = delta / epsilon
+        # with Δ = 0 the answers are exact functions of the component totals: say so
+        totals: dict[int, int] = _policy_totals(policy, x) if delta == 0 else {}
     else:
         tr = transform(policy, None if chosen.tree is policy else chosen.tree)
         component_totals = tr.totals(x)
         offset = tr.offset(workload, component_totals)
         totals = dict(zip(tr.roots.tolist(), component_totals.tolist()))
-        if tr.num_edges == 0:  # nothing is protected: every count is a disclosed total
-            answers, delta = offset.astype(np.float64), 0.0
+        transformed = tr.workload(workload) if tr.num_edges else None
+        if transformed is None or transformed.column_norms().max() == 0:
+            # W_T = 0: the answers are the disclosed totals' offset; no mechanism, no noise
+            answers, delta, scale = offset.astype(np.float64), 0.0, 0.0
         else:
-            transformed, x_t, eps_run = tr.workload(workload), tr.data(x), epsilon / tr.stretch
+            x_t, eps_run = tr.data(x), epsilon / tr.stretch
             if isinstance(mech, LinearMechanism):
                 answers_t, delta = mech.release(transformed, x_t, eps_run, gen)
+                scale = delta / eps_run
             else:
                 answers_t, delta = mech.run(transformed, x_t, eps_run, gen), None
             answers = _checked_answers(answers_t, m, mech) + offset
@@ -251,5 +272,6 @@ def answer(
         sampler=sampler,
         expected_mse=chosen.expected_mse,
         sensitivity=delta,
+        noise_scale=scale,
         choice=choice,
     )

@@ -29,6 +29,7 @@ __all__ = [
     "snake",
     "comb",
     "star",
+    "stars",
     "bfs",
     "shortest_path",
     "mst",
@@ -134,6 +135,24 @@ def star(shape, centre=None) -> Policy:
     return _forest(shape, cells, np.full(cells.size, c), f"star({_fmt(shape)}, centre={c})")
 
 
+def stars(policy: Policy) -> Policy:
+    """One star per connected component of the policy, centred at ⊥ where the component has it,
+    else at the component's middle cell. ℓ <= 2 for every policy; each component's total, invariant
+    under the policy, is disclosed. Cliques (complete and partition policies) need no edge listing."""
+    if not isinstance(policy, Policy):
+        raise TypeError(f"policy must be a blowfish_te Policy, got {type(policy).__name__}")
+    labels = policy.component_labels
+    n = policy.num_vertices
+    order = np.argsort(labels, kind="stable")
+    sizes = np.bincount(labels)
+    starts = np.cumsum(sizes) - sizes
+    centre = order[starts + (sizes - 1) // 2]  # middle vertex by index; ⊥ (index K) is the last of its component
+    if policy.has_bottom:
+        centre[labels[policy.size]] = policy.size
+    spokes = np.flatnonzero(centre[labels] != np.arange(n))
+    return _forest(policy.shape, spokes, centre[labels[spokes]], f"stars({policy.name})", has_bottom=policy.has_bottom)
+
+
 # -- trees of the policy graph ----------------------------------------------------------------
 
 
@@ -204,19 +223,20 @@ def candidates(policy: Policy) -> dict[str, Policy]:
 
 
 def _build_candidates(policy: Policy) -> dict[str, Policy]:
-    """Structured trees for the domain; graph-search trees (BFS, MST) only where they can add
-    something: on 1-D offset policies the MST is the line tree and the hub tree beats BFS, and on
-    the complete graph BFS is the star — there they would only cost time."""
+    """Structured trees for the domain, one star per component, and graph-search trees (BFS, MST)
+    only for sparse graphs without cliques, where they can add something: on 1-D offset policies
+    the MST is the line tree and the hub tree beats BFS, and on cliques the star is best."""
     shape = policy.shape
     blocks = policy.edge_blocks
     one_d_offsets = len(shape) == 1 and all(isinstance(b, OffsetEdges) for b in blocks)
-    complete = len(blocks) == 1 and isinstance(blocks[0], CliqueEdges) and blocks[0].cells.size == policy.size
-    trees = {} if one_d_offsets or complete else {"bfs": bfs(policy), "mst": mst(policy)}
-    if policy.has_bottom:
-        trees["star"] = star(shape, BOTTOM)
+    cliques = any(isinstance(b, CliqueEdges) for b in blocks)
+    sparse = policy.num_edges <= 16 * policy.size
+    trees = {"star": stars(policy)}
+    if sparse and not (one_d_offsets or cliques):
+        trees.update(bfs=bfs(policy), mst=mst(policy))
+    if policy.touches_bottom:
         return trees
     trees["line"] = line(shape)
-    trees["star"] = star(shape)
     if len(shape) == 1:
         theta = _threshold_width(policy)
         if theta >= 2:
@@ -228,8 +248,19 @@ def _build_candidates(policy: Policy) -> dict[str, Policy]:
 
 
 def _threshold_width(policy: Policy) -> int:
-    """Largest |u - v| over the edges of a 1-D policy (θ for a threshold graph)."""
-    return max((int(np.max(np.abs(v - u))) for u, v in (b.pairs(policy.shape) for b in policy.edge_blocks) if u.size), default=0)
+    """Largest |u - v| over the edges of a 1-D policy (θ for a threshold graph), block by block
+    without listing clique pairs."""
+    width = 0
+    for block in policy.edge_blocks:
+        if isinstance(block, OffsetEdges):
+            width = max(width, abs(block.offset[0]))
+        elif isinstance(block, CliqueEdges):
+            width = max(width, int(block.cells[-1] - block.cells[0]))
+        else:
+            cells = block.v < policy.size
+            if cells.any():
+                width = max(width, int(np.max(block.v[cells] - block.u[cells])))
+    return width
 
 
 # -- stretch ------------------------------------------------------------------------------------
@@ -247,14 +278,12 @@ class Stretch:
 
 
 def _clique_diameter(rooted: RootedForest, cells: np.ndarray) -> int:
-    """Largest tree distance between two of ``cells`` (-1 if the forest separates them).
+    """Largest tree distance between two of ``cells``, all in one tree component.
 
     Double sweep: in a tree metric the farthest cell from any cell of a set is an end of a
     diametral pair of that set, so two passes of O(|cells|) distances are exact.
     """
     first = rooted.distances(np.full(cells.size, cells[0]), cells)
-    if (first < 0).any():
-        return -1
     far = cells[int(np.argmax(first))]
     return int(rooted.distances(np.full(cells.size, far), cells).max())
 
@@ -270,20 +299,23 @@ def stretch(policy: Policy, tree: Policy, rooted: RootedForest | None = None, hi
         raise TypeError("policy and tree must both be blowfish_te Policy objects")
     if tree.size != policy.size:
         raise ValueError(f"tree {tree.name} has {tree.size} cells but policy {policy.name} has {policy.size}")
-    if policy.has_bottom and not tree.has_bottom:
+    if policy.touches_bottom and not tree.has_bottom:
         raise ValueError(f"policy {policy.name} has BOTTOM edges but tree {tree.name} has no BOTTOM vertex")
     rooted = RootedForest(tree) if rooted is None else rooted
+    tree_labels = tree.component_labels
     hist = np.zeros(1, dtype=np.int64)
     total = 0.0
     disconnected = 0
     for block in policy.edge_blocks:
         if not histogram and isinstance(block, CliqueEdges):
+            parts = np.bincount(np.unique(tree_labels[block.cells], return_inverse=True)[1])
+            if parts.size > 1:  # pairs of the clique split between tree components
+                disconnected += block.count(policy.shape) - int((parts * (parts - 1) // 2).sum())
+                continue
             diameter = _clique_diameter(rooted, block.cells)
-            if diameter < 0:
-                disconnected += 1
-            elif diameter >= hist.size:
+            if diameter >= hist.size:
                 hist = np.concatenate([hist, np.zeros(diameter + 1 - hist.size, dtype=np.int64)])
-                hist[diameter] = 1
+            hist[diameter] = max(hist[diameter], 1)
             continue
         u, v = block.pairs(policy.shape)
         d = rooted.distances(u, v)

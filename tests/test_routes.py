@@ -37,22 +37,27 @@ def neighbour_pairs(policy, max_records=2):
 def worst_case_loss(workload, policy, epsilon, mechanism, route="auto", tree=None, ignore_stretch=False):
     """max over neighbours of log p(out | x) / p(out | x') = ‖μ(x) - μ(x')‖₁ / b for the Laplace
     measurement μ of the release, with the noise scale b the release actually used."""
-    release = answer(workload, np.zeros(policy.size, int), policy, epsilon, mechanism, rng=0, route=route, tree=tree)
+    def release(x):
+        return answer(workload, x, policy, epsilon, mechanism, rng=0, route=route, tree=tree)
+
+    probe = release(np.zeros(policy.size, int))
+    if probe.noise_scale == 0:  # exact answers: private only if no neighbour pair changes them
+        same = all(np.array_equal(release(x).answers, release(y).answers) for x, y in neighbour_pairs(policy))
+        return 0.0 if same else math.inf
     mech = get_mechanism(mechanism)
-    if release.route == "exact":
+    if probe.route == "exact":
         a = mech.strategy(workload).dense()
         measure = lambda x: a @ x  # noqa: E731
-        scale = release.sensitivity / epsilon
+        assert probe.noise_scale == pytest.approx(probe.sensitivity / epsilon)
     else:
         chosen = plan(workload, policy, epsilon, mechanism, route, tree).chosen
         tr = transform(policy, None if chosen.tree is policy else chosen.tree)
-        if tr.num_edges == 0:  # nothing to protect: the answers are the disclosed totals
-            return 0.0
         a = mech.strategy(tr.workload(workload)).dense()
         measure = lambda x: a @ tr.data(x)  # noqa: E731
-        scale = release.sensitivity / (epsilon if ignore_stretch else epsilon / release.stretch)
+        assert probe.noise_scale == pytest.approx(probe.sensitivity * probe.stretch / epsilon)
+    scale = probe.sensitivity / epsilon if ignore_stretch else probe.noise_scale
     loss = max((np.abs(measure(x) - measure(y)).sum() for x, y in neighbour_pairs(policy)), default=0.0)
-    return loss / scale if scale else (0.0 if loss == 0 else math.inf)
+    return loss / scale
 
 
 TINY = [
@@ -214,3 +219,57 @@ def test_data_dependent_mechanisms_need_a_tree_on_cyclic_policies():
     with pytest.raises(bt.CyclicPolicyError, match="spanning tree"):
         answer(wl.prefix(6), np.ones(6, int), policies.grid((2, 3)), 1.0, Probe(), rng=0)
     assert answer(wl.prefix(6), np.ones(6, int), policies.grid((2, 3)), 1.0, Probe(), rng=0, tree="snake").stretch == 5
+
+
+def test_large_cliques_never_list_their_edges():
+    """Review finding: candidate trees listed O(K²) clique pairs (complete(65536) ran out of memory)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    complete = policies.complete(65536)
+    named = trees.candidates(complete)
+    labels = np.arange(40_000) % 2  # two blocks of 20 000 cells: 4e8 edges
+    the_plan = plan(wl.random_ranges(40_000, 50, rng=0), policies.partition(labels), 1.0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 400 * 2**20
+    assert set(named) == {"star", "line", "hub"} and trees.stretch(complete, named["star"], histogram=False).maximum == 2
+    assert the_plan.chosen.stretch == 2 or the_plan.chosen.route == "exact"
+
+
+def test_stars_follow_the_components():
+    policy = policies.partition([0, 1, 0, 1, 2])
+    tree = trees.stars(policy)
+    assert tree.n_components == policy.n_components and trees.stretch(policy, tree).maximum == 1
+    with_bottom = policies.from_edges(4, [[0, 1], [1, 4], [2, 3]])
+    assert edge_pairs(trees.stars(with_bottom)) == {(0, 4), (1, 4), (2, 3)}
+
+
+def edge_pairs(policy):
+    return {(int(u), int(v)) for u, v in policy.edges}
+
+
+def test_refusal_counts_the_separated_clique_edges():
+    path = policies.from_edges(40, [[i, i + 1] for i in range(38)])  # cell 39 isolated
+    with pytest.raises(ValueError, match="of 39 edges"):
+        transform(policies.complete(40), path)
+
+
+def test_an_isolated_bottom_node_is_no_bottom():
+    import networkx as nx
+
+    g = nx.cycle_graph(4)
+    g.add_node(bt.BOTTOM)
+    policy = policies.from_networkx(g)
+    assert not policy.has_bottom
+    assert answer(wl.identity(4), np.ones(4, int), policy, 1.0, rng=0, tree=trees.line(4)).stretch == 3
+
+
+def test_noiseless_releases_report_what_they_disclose():
+    labels = np.array([0, 0, 1, 1])
+    totals = wl.from_matrix([[1, 1, 0, 0], [0, 0, 1, 1.0]])
+    x = np.array([3, 4, 5, 6])
+    exact = answer(totals, x, policies.partition(labels), 1.0, "laplace", rng=0, route="exact")
+    assert exact.noise_scale == 0 and exact.component_totals == {1: 7, 3: 11}
+    through = answer(totals, x, policies.partition(labels), 1.0, "identity", rng=0, route="transform")
+    assert through.noise_scale == 0 and through.sampler.startswith("none") and np.array_equal(through.answers, [7, 11])

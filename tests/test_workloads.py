@@ -294,3 +294,21 @@ def test_box_pair_groupings_against_the_dense_twin(kind, monkeypatch):
     assert np.array_equal(w.difference_norms(u, v), np.abs(d[:, u] - d[:, v]).sum(0))
     expected_path = {"shared v": ["endpoint"], "shared u": ["endpoint"], "one offset": ["offset"], "scattered": []}[kind]
     assert used == expected_path
+
+
+@given(st.integers(1, 9), st.integers(2, 12), st.integers(0, 2**32 - 1))
+def test_branch_and_bound_diameter_against_all_pairs(m, k, seed):
+    rng = np.random.default_rng(seed)
+    mat = rng.integers(-3, 4, (m, k)).astype(float)
+    cells = np.unique(rng.integers(0, k, rng.integers(1, k + 1)))
+    sub = mat[:, cells]
+    expected = max((np.abs(sub[:, i] - sub[:, j]).sum() for i, j in itertools.combinations(range(cells.size), 2)), default=0)
+    assert Workload.column_diameter(wl.from_matrix(mat), cells) == expected  # the generic path
+
+
+@given(st.integers(1, 40), st.integers(0, 2**32 - 1))
+def test_all_ranges_subset_diameter_closed_form(k, seed):
+    cells = np.unique(np.random.default_rng(seed).integers(0, k, 1 + k // 2))
+    f = lambda a, b: (b - a) * (a + 1 + k - b)  # noqa: E731  ranges holding exactly one of a < b
+    expected = max((f(a, b) for a, b in itertools.combinations(cells, 2)), default=0)
+    assert wl.all_ranges(k).column_diameter(cells) == expected

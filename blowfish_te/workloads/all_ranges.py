@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from .._validation import check_index_array, check_int
-from .base import CHUNK_ENTRIES, Workload, as_block, check_norm
+from .base import Workload, as_block, check_norm
 from .boxes import Boxes
 
 
@@ -68,17 +68,21 @@ class AllRanges(Workload):
         return out
 
     def column_diameter(self, cells=None) -> float:
-        """max over a < b in cells of (b - a)(a + 1 + k - b), by rows of pairs."""
+        """max over a < b in cells of f(b) = (b - a)(a + 1 + k - b). f is a concave parabola in b
+        with its top at b* = a + (k + 1)/2, so for each a only the cells next to b* are candidates:
+        O(|cells| log |cells|), exact."""
         k = self.size
         cells = np.arange(k) if cells is None else np.unique(check_index_array(cells, "cells", k - 1))
-        best = 0.0
-        step = max(1, CHUNK_ENTRIES // max(1, cells.size))
-        for start in range(0, cells.size - 1, step):
-            a = cells[start : start + step, None]
-            b = cells[None, :]
-            value = np.where(b > a, (b - a) * (a + 1 + k - b), 0)
-            best = max(best, float(value.max()))
-        return best
+        if cells.size < 2:
+            return 0.0
+        a = cells[:-1]
+        top = np.searchsorted(cells, a + (k + 1) / 2)
+        best = 0
+        for idx in (top - 1, top):
+            idx = np.clip(idx, np.arange(1, cells.size), cells.size - 1)  # a partner after a
+            b = cells[idx]
+            best = max(best, int(((b - a) * (a + 1 + k - b)).max()))
+        return float(best)
 
     def _as_boxes(self) -> Boxes:
         a, b = self._endpoints()

@@ -207,11 +207,15 @@ class Boxes(Workload):
         return out
 
     def column_diameter(self, cells=None) -> float:
-        """Sensitivity under a clique; for the whole grid, one coverage table per grid offset."""
+        """Sensitivity under a clique. The whole grid: one coverage table per grid offset. A subset:
+        cells with identical columns are merged first — per axis a column only changes at box
+        boundaries, so 1-D ranges have at most 2m + 1 distinct columns — then branch and bound."""
         if cells is not None:
-            cells = check_index_array(cells, "cells", self.size - 1)
-            if np.unique(cells).size != self.size:
-                return super().column_diameter(cells)
+            cells = np.unique(check_index_array(cells, "cells", self.size - 1))
+            if cells.size < 2:
+                return 0.0
+            if cells.size != self.size:
+                return super().column_diameter(self._distinct_columns(cells))
         counts = self.cell_counts()
         best = 0.0
         for offset in positive_offsets(self.domain, sum(self.domain)):
@@ -219,6 +223,16 @@ class Boxes(Workload):
             both = self._both(offset)
             best = max(best, float((counts[pu] + counts[pv] - 2 * both[pu]).max()))
         return best
+
+    def _distinct_columns(self, cells: np.ndarray) -> np.ndarray:
+        """One cell per distinct column among ``cells``."""
+        coords = np.unravel_index(cells, self.domain)
+        classes = []
+        for axis in range(len(self.domain)):
+            bounds = np.unique(np.concatenate([self.lo[:, axis], self.hi[:, axis] + 1]))
+            classes.append(np.searchsorted(bounds, coords[axis], side="right"))
+        key = np.ravel_multi_index(tuple(classes), tuple(int(c.max()) + 1 for c in classes))
+        return cells[np.unique(key, return_index=True)[1]]
 
     # -- sparse forms -----------------------------------------------------------------------
     def tosparse(self) -> sp.csr_array:
