@@ -5,6 +5,9 @@ With the exclusive prefix-sum table P(x)[t] = Σ_{c < t} x_c on the grid padded 
 axis (c < t componentwise), a box [lo, hi] sums to Σ over its 2^d corners t ∈ {lo, hi+1}^d of
 (-1)^{#lo} P(x)[t] (inclusion–exclusion). So W = R·P with R the sparse m × ∏(k_i+1) corner
 matrix, and W x, Wᵀ y and the Gram product cost O(K + m·2^d) (summed-area tables).
+
+Rows may carry non-negative weights w_r (query w_r Σ_{c in box r} x_c), as hierarchical strategies
+need; column norms then weigh each box by w_r (L1) or w_r² (squared L2).
 """
 
 from __future__ import annotations
@@ -38,13 +41,13 @@ def _suffix_sums(table: np.ndarray, d: int) -> np.ndarray:
     return table
 
 
-def coverage(domain: tuple[int, ...], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Number of boxes [lo_r, hi_r] containing each cell (flat, length K), in O(K + m·2^d)."""
+def coverage(domain: tuple[int, ...], lo: np.ndarray, hi: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Number (or total weight) of the boxes [lo_r, hi_r] containing each cell, flat, in O(K + m·2^d)."""
     padded = tuple(k + 1 for k in domain)
     size = math.prod(padded)
-    diff = np.zeros(size, dtype=np.int64)
+    diff = np.zeros(size, dtype=np.int64 if weights is None else np.float64)
     for sign, idx in _corner_indices(padded, lo, hi):
-        diff += sign * np.bincount(idx, minlength=size)
+        diff += sign * np.bincount(idx, weights=weights, minlength=size)
     table = _suffix_sums(diff.reshape(padded), len(domain))
     return table[(slice(1, None),) * len(domain)].reshape(-1)
 
@@ -58,11 +61,11 @@ class Boxes(Workload):
         Grid shape (k_1, ..., k_d).
     lo, hi : array of shape (m, d) (or (m,) when d = 1)
         Corners of the boxes, ``0 <= lo <= hi < k`` on every axis.
+    weights : array of shape (m,), optional
+        Finite non-negative row weights; None means all ones (a 0/1 workload).
     """
 
-    is_binary = True
-
-    def __init__(self, domain, lo, hi, name: str | None = None):
+    def __init__(self, domain, lo, hi, name: str | None = None, weights=None):
         domain = check_shape(domain, "domain")
         d = len(domain)
         lo, hi = np.asarray(lo), np.asarray(hi)
@@ -83,23 +86,32 @@ class Boxes(Workload):
                 f"box {r} has lo={lo[r].tolist()}, hi={hi[r].tolist()}: bounds must satisfy "
                 f"0 <= lo <= hi < {list(domain)} on every axis ({bad.size} invalid boxes)"
             )
+        m = lo.shape[0]
+        if weights is not None:
+            weights = np.asarray(weights, dtype=np.float64).reshape(-1)
+            if weights.shape != (m,) or not np.isfinite(weights).all() or (weights < 0).any():
+                raise ValueError(f"weights must be {m} finite non-negative numbers, one per box")
+            weights.flags.writeable = False
+            if (weights == 1).all():
+                weights = None
+        self.weights = weights
+        self.is_binary = weights is None
         self.lo = lo.astype(np.int64)
         self.hi = hi.astype(np.int64)
         self.lo.flags.writeable = False
         self.hi.flags.writeable = False
-        super().__init__(domain, lo.shape[0], name or f"boxes({domain}, m={lo.shape[0]})")
+        super().__init__(domain, m, name or f"boxes({domain}, m={m})")
         self._padded = tuple(s + 1 for s in domain)
-        m = lo.shape[0]
         rows, cols, data = [], [], []
         for sign, idx in _corner_indices(self._padded, self.lo, self.hi):
             rows.append(np.arange(m))
             cols.append(idx)
-            data.append(np.full(m, sign, dtype=np.int64))
+            data.append(np.full(m, sign, dtype=np.int64) if weights is None else sign * weights)
         self._corners = sp.csr_array(
             (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
             shape=(m, math.prod(self._padded)),
         )
-        self._counts: np.ndarray | None = None
+        self._counts: dict[str, np.ndarray] = {}
 
     # -- products -------------------------------------------------------------------------------
     def _prefix_table(self, x: np.ndarray) -> np.ndarray:
@@ -122,7 +134,8 @@ class Boxes(Workload):
     def columns(self, cells) -> np.ndarray:
         cells = check_index_array(cells, "cells", self.size - 1)
         coords = np.stack(np.unravel_index(cells, self.domain), axis=1)
-        return self._inside(coords).T.astype(np.float64)
+        inside = self._inside(coords).T.astype(np.float64)
+        return inside if self.weights is None else inside * self.weights[:, None]
 
     def _inside(self, coords: np.ndarray) -> np.ndarray:
         """Boolean (len(coords), m): whether each box contains each cell."""
@@ -130,50 +143,59 @@ class Boxes(Workload):
         return ((self.lo[None] <= c) & (c <= self.hi[None])).all(axis=2)
 
     # -- column norms -----------------------------------------------------------------------
-    def cell_counts(self) -> np.ndarray:
-        """Number of boxes containing each cell: the column L1 norms (read-only)."""
-        if self._counts is None:
-            counts = coverage(self.domain, self.lo, self.hi)
-            counts.flags.writeable = False
-            self._counts = counts
-        return self._counts
+    def _norm_weights(self, norm: str) -> np.ndarray | None:
+        """Per-box weight of a column entry under ``norm``: w (L1) or w² (squared L2); None for 0/1."""
+        if self.weights is None:
+            return None
+        return self.weights if norm == "l1" else self.weights**2
 
-    def _both(self, offset: np.ndarray) -> np.ndarray:
-        """For every cell u, the number of boxes containing both u and u + offset."""
+    def cell_counts(self, norm: str = "l1") -> np.ndarray:
+        """Column norms: the number (total weight, under ``norm``) of boxes containing each cell."""
+        key = "l1" if self.weights is None else check_norm(norm)
+        if key not in self._counts:
+            counts = coverage(self.domain, self.lo, self.hi, self._norm_weights(key))
+            counts.flags.writeable = False
+            self._counts[key] = counts
+        return self._counts[key]
+
+    def _both(self, offset: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+        """For every cell u, the number (total weight) of boxes containing both u and u + offset."""
         lo = self.lo - np.minimum(offset, 0)
         hi = self.hi - np.maximum(offset, 0)
         keep = (lo <= hi).all(axis=1)
-        return coverage(self.domain, lo[keep], hi[keep])
+        return coverage(self.domain, lo[keep], hi[keep], None if weights is None else weights[keep])
 
-    def _both_with(self, cell: int) -> np.ndarray:
-        """For every cell u, the number of boxes containing both u and ``cell``."""
+    def _both_with(self, cell: int, weights: np.ndarray | None) -> np.ndarray:
+        """For every cell u, the number (total weight) of boxes containing both u and ``cell``."""
         coord = np.array(np.unravel_index(cell, self.domain))
         keep = ((self.lo <= coord) & (coord <= self.hi)).all(axis=1)
-        return coverage(self.domain, self.lo[keep], self.hi[keep])
+        return coverage(self.domain, self.lo[keep], self.hi[keep], None if weights is None else weights[keep])
 
     def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
-        """Exact column-difference norms (entries are 0/1, so L1 equals squared L2).
+        """Exact column-difference norms.
 
-        ‖W e_u - W e_v‖₁ = c(u) + c(v) - 2 b(u, v), where c counts the boxes containing a cell and
-        b the boxes containing both. Pairs are grouped so that b is one O(K + m·2^d) coverage table
-        per group: by grid offset δ = v - u (b is the coverage of the boxes shrunk by δ), or by a
-        shared endpoint (b is the coverage of the boxes containing it), whichever needs fewer
-        tables. When every grouping is too fine, pairs are tested against every box (O(m·d) each).
+        ‖W e_u - W e_v‖ = c(u) + c(v) - 2 b(u, v), where c weighs the boxes containing a cell and
+        b those containing both (weights w for L1, w² for squared L2; entries are 0 or w_r). Pairs
+        are grouped so that b is one O(K + m·2^d) coverage table per group: by grid offset
+        δ = v - u (b covers the boxes shrunk by δ), or by a shared endpoint (b covers the boxes
+        containing it), whichever needs fewer tables. When every grouping is too fine, pairs are
+        tested against every box directly (O(m·d) each).
         """
         u, v = self._check_pairs(u, v)
         check_norm(norm)
-        counts = self.cell_counts()
+        counts = self.cell_counts(norm)
         out = np.empty(u.size)
         bottom = v == self.size
         out[bottom] = counts[u[bottom]]
         cells = np.flatnonzero(~bottom)
         if cells.size:
-            out[cells] = self._pair_l1(u[cells], v[cells])
+            out[cells] = self._pair_norms(u[cells], v[cells], norm)
         return out
 
-    def _pair_l1(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    def _pair_norms(self, u: np.ndarray, v: np.ndarray, norm: str = "l1") -> np.ndarray:
         d = len(self.domain)
         k = np.array(self.domain)
+        weights = self._norm_weights(norm)
         cu = np.stack(np.unravel_index(u, self.domain), axis=1)
         cv = np.stack(np.unravel_index(v, self.domain), axis=1)
         offsets = np.ravel_multi_index(tuple((cv - cu + k - 1).T), tuple(2 * k - 1))
@@ -187,7 +209,7 @@ class Boxes(Workload):
                 sizes.update(u=np.unique(u).size, v=np.unique(v).size)
         by = min(sizes, key=sizes.get)
         m = self.num_queries
-        counts = self.cell_counts()
+        counts = self.cell_counts(norm)
         out = np.empty(u.size)
         if sizes[by] * (self.size + m * 2**d) <= u.size * m * d:
             keys, inverse = np.unique(groupings[by], return_inverse=True)
@@ -195,15 +217,17 @@ class Boxes(Workload):
             groups = np.split(order, np.flatnonzero(np.diff(inverse[order])) + 1)
             for key, group in zip(keys, groups):
                 if by == "offset":
-                    both = self._both(np.array(np.unravel_index(key, tuple(2 * k - 1))) - (k - 1))[u[group]]
+                    offset = np.array(np.unravel_index(key, tuple(2 * k - 1))) - (k - 1)
+                    both = self._both(offset, weights)[u[group]]
                 else:
-                    both = self._both_with(int(key))[(v if by == "u" else u)[group]]
+                    both = self._both_with(int(key), weights)[(v if by == "u" else u)[group]]
                 out[group] = counts[u[group]] + counts[v[group]] - 2 * both
             return out
         step = max(1, CHUNK_ENTRIES // (m * d))
         for start in range(0, u.size, step):
             sl = slice(start, start + step)
-            out[sl] = (self._inside(cu[sl]) != self._inside(cv[sl])).sum(axis=1)
+            differ = self._inside(cu[sl]) != self._inside(cv[sl])
+            out[sl] = differ.sum(axis=1) if weights is None else differ @ weights
         return out
 
     def column_diameter(self, cells=None) -> float:
@@ -216,11 +240,12 @@ class Boxes(Workload):
                 return 0.0
             if cells.size != self.size:
                 return super().column_diameter(self._distinct_columns(cells))
-        counts = self.cell_counts()
+        counts = self.cell_counts("l1")
+        weights = self._norm_weights("l1")
         best = 0.0
         for offset in positive_offsets(self.domain, sum(self.domain)):
             pu, pv = offset_pairs(self.domain, offset)
-            both = self._both(offset)
+            both = self._both(offset, weights)
             best = max(best, float((counts[pu] + counts[pv] - 2 * both[pu]).max()))
         return best
 
@@ -253,7 +278,8 @@ class Boxes(Workload):
             size = np.repeat(sizes[:, axis], volume)
             flat += (np.repeat(self.lo[:, axis], volume) + rem % size) * st[axis]
             rem //= size
-        return sp.csr_array((np.ones(total), (rows, flat)), shape=self.shape)
+        data = np.ones(total) if self.weights is None else np.repeat(self.weights, volume)
+        return sp.csr_array((data, (rows, flat)), shape=self.shape)
 
     def times_incidence(self, child: np.ndarray, parent: np.ndarray) -> sp.csr_array:
         """Sparse W·P for the signed incidence P of edges child → parent (parent == K is ⊥).
