@@ -22,7 +22,7 @@ import numpy as np
 from . import trees as tree_lib
 from ._validation import check_epsilon, check_histogram
 from .forest import CyclicPolicyError
-from .mechanisms import LinearMechanism, Mechanism, get_mechanism
+from .mechanisms import LinearMechanism, Mechanism, NativeMechanism, get_mechanism
 from .noise import RNGLike, check_rng
 from .policies import Policy
 from .sensitivity import check_compatible
@@ -46,8 +46,8 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        if self.route == "exact":
-            return "exact"
+        if self.route in ("exact", "native"):
+            return self.route
         return f"transform[{self.tree.name}, stretch {self.stretch}]"
 
 
@@ -65,12 +65,13 @@ def _transform_candidate(workload: Workload, policy: Policy, tree: Policy | None
     expected = None
     if isinstance(mech, LinearMechanism):  # one transformed workload, so its column norms are computed once
         expected = 0.0 if tr.num_edges == 0 else mech.expected_error(tr.workload(workload), epsilon / tr.stretch)
-        expected /= workload.num_queries
+        expected = None if expected is None else expected / workload.num_queries
     return Candidate("transform", tr.tree, tr.stretch, expected)
 
 
 def _exact_candidate(workload: Workload, policy: Policy, epsilon: float, mech: LinearMechanism) -> Candidate:
-    return Candidate("exact", expected_mse=mech.expected_error(workload, epsilon, policy=policy) / workload.num_queries)
+    expected = mech.expected_error(workload, epsilon, policy=policy)
+    return Candidate("exact", expected_mse=None if expected is None else expected / workload.num_queries)
 
 
 def _resolve_tree(policy: Policy, tree) -> Policy:
@@ -106,7 +107,13 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
         "to run it at epsilon / stretch (the tree-embedding route of SPEC §5)"
     )
 
-    if tree is not None:
+    if isinstance(mech, NativeMechanism):
+        if tree is not None or route != "auto":
+            raise ValueError(f"mechanism {mech.name!r} is Blowfish-native: it picks its own measurements (route 'auto', no tree)")
+        expected = mech.expected_error_native(workload, policy, epsilon)
+        cands = [Candidate("native", expected_mse=None if expected is None else expected / workload.num_queries)]
+        reason = f"{mech.name} is a Blowfish-native mechanism for this policy"
+    elif tree is not None:
         if route == "exact":
             raise ValueError("tree= applies to the transform route, not to route='exact'")
         resolved = _resolve_tree(policy, tree)
@@ -230,7 +237,12 @@ def answer(
     sampler = mech.sampler
 
     scale = None
-    if chosen.route == "exact":
+    if chosen.route == "native":
+        native = mech.release_native(workload, x, policy, epsilon, gen)
+        answers, totals = native.answers, dict(native.component_totals)
+        delta = max(native.sensitivity.values(), default=0.0)
+        scale = max(native.noise_scale.values(), default=0.0)
+    elif chosen.route == "exact":
         answers, delta = mech.release(workload, x, epsilon, gen, policy=policy)
         scale = delta / epsilon
         # with Δ = 0 the answers are exact functions of the component totals: say so
@@ -265,7 +277,7 @@ def answer(
         policy=policy,
         mechanism=mech.name,
         route=chosen.route,
-        tree=None if chosen.route == "exact" else chosen.tree.name,
+        tree=None if chosen.route != "transform" else chosen.tree.name,
         stretch=chosen.stretch,
         workload=workload.name,
         component_totals=totals,

@@ -4,12 +4,42 @@
 from __future__ import annotations
 
 from .base import LinearMechanism, Mechanism
+from .hierarchical import H2, HB, GreedyH, Privelet, QuadTree, qardaji_branching, qardaji_branching_2d
 from .laplace import DirectLaplace, Identity
+from .matrix import MatrixMechanism, NonNegative
+from .optimized import Optimized
+from .ordered import NativeMechanism, NativeRelease, Ordered, OrderedHierarchical
+from .uniform import Uniform
 
-__all__ = ["Mechanism", "LinearMechanism", "Identity", "DirectLaplace", "MECHANISMS", "get_mechanism"]
+__all__ = [
+    "Mechanism",
+    "LinearMechanism",
+    "Identity",
+    "DirectLaplace",
+    "H2",
+    "HB",
+    "QuadTree",
+    "GreedyH",
+    "Privelet",
+    "Uniform",
+    "MatrixMechanism",
+    "NonNegative",
+    "Optimized",
+    "NativeMechanism",
+    "NativeRelease",
+    "Ordered",
+    "OrderedHierarchical",
+    "qardaji_branching",
+    "qardaji_branching_2d",
+    "MECHANISMS",
+    "get_mechanism",
+]
 
 #: Built-in mechanisms by name.
-MECHANISMS: dict[str, type[Mechanism]] = {"identity": Identity, "laplace": DirectLaplace}
+MECHANISMS: dict[str, type[Mechanism]] = {
+    cls.name: cls
+    for cls in (Identity, DirectLaplace, H2, HB, QuadTree, GreedyH, Privelet, Uniform, Optimized, Ordered, OrderedHierarchical)
+}
 
 
 def get_mechanism(mechanism) -> Mechanism:

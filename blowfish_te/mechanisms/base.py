@@ -54,20 +54,22 @@ class LinearMechanism(Mechanism):
     (Dwork et al. 2006; He et al. Thm 5.1); the answers are post-processing of y. One release
     spends ε once (sequential composition applies across releases).
 
-    Error: E‖ŷ - W x‖² = 2 (Δ/ε)² ‖R‖_F² exactly (SPEC §6).
+    By default R = W A⁺ (least squares, for strategies that solve their own, see
+    :class:`blowfish_te.strategies.LeastSquares`), and the expected total squared error is exactly
+    2 (Δ/ε)² ‖R‖_F² (SPEC §6).
     """
 
     @abstractmethod
     def strategy(self, workload: Workload) -> Workload:
-        """The measured queries A."""
+        """The measured queries A (depending on the workload only, never on the data)."""
 
-    @abstractmethod
     def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
-        """Answers ŷ = R y from the noisy measurements y."""
+        """Answers ŷ = W A⁺ y from the noisy measurements y."""
+        return workload.matvec(strategy.pinv(y))
 
-    @abstractmethod
-    def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> float:
-        """‖R‖_F² for the linear reconstruction R of :meth:`reconstruct`."""
+    def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> float | None:
+        """‖R‖_F² for the reconstruction of :meth:`reconstruct`; None if it is not linear."""
+        return strategy.lstsq_frobenius_sq(workload)
 
     def strategy_sensitivity(self, strategy: Workload, policy: Policy | None = None) -> float:
         """Δ of the strategy: unit-change sensitivity if ``policy`` is None, else Δ_G(A)."""
@@ -96,10 +98,14 @@ class LinearMechanism(Mechanism):
 
     def expected_error(
         self, workload, epsilon: float, policy: Policy | None = None, sensitivity: float | None = None
-    ) -> float:
-        """2 (Δ/ε)² ‖R‖_F², with Δ for unit changes, for ``policy``, or as given."""
+    ) -> float | None:
+        """2 (Δ/ε)² ‖R‖_F², with Δ for unit changes, for ``policy``, or as given; None when the
+        reconstruction is not linear (then the error depends on the data)."""
         workload = as_workload(workload)
         epsilon = check_epsilon(epsilon)
         strategy = self.strategy(workload)
+        frobenius = self.reconstruction_frobenius_sq(workload, strategy)
+        if frobenius is None:
+            return None
         delta = self.strategy_sensitivity(strategy, policy) if sensitivity is None else sensitivity
-        return 2.0 * (delta / epsilon) ** 2 * self.reconstruction_frobenius_sq(workload, strategy)
+        return 2.0 * (delta / epsilon) ** 2 * frobenius

@@ -131,6 +131,21 @@ class Boxes(Workload):
         table = _suffix_sums((self._corners.T @ y).reshape(self._padded + (y.shape[1],)), d)
         return table[(slice(1, None),) * d].reshape(self.size, y.shape[1])
 
+    def gram_matrix(self, max_entries: int = 2**26) -> np.ndarray:
+        """WᵀW; in 1-D from the endpoint table: G[u, v] = Σ w_r² over boxes with lo <= u and
+        hi >= v (u <= v), two cumulative sums over K² entries instead of K products."""
+        k = self.size
+        if len(self.domain) != 1:
+            return super().gram_matrix(max_entries)
+        if k * k > max_entries:
+            raise ValueError(f"the Gram matrix of {self.name} would have {k * k} entries (limit {max_entries})")
+        table = np.zeros((k, k))
+        np.add.at(table, (self.lo[:, 0], self.hi[:, 0]), 1.0 if self.weights is None else self.weights**2)
+        np.cumsum(table, axis=0, out=table)
+        table = np.flip(np.cumsum(np.flip(table, axis=1), axis=1), axis=1)
+        upper = np.triu(table)
+        return upper + np.triu(table, 1).T
+
     def columns(self, cells) -> np.ndarray:
         cells = check_index_array(cells, "cells", self.size - 1)
         coords = np.stack(np.unravel_index(cells, self.domain), axis=1)

@@ -1,0 +1,21 @@
+"""Measurement strategies with exact least squares, for the linear mechanisms (SPEC §6)."""
+
+from .base import LeastSquares
+from .general import GeneralStrategy, IdentityStrategy
+from .greedy import greedy_hierarchy
+from .haar import HaarStrategy
+from .hierarchy import Hierarchy, TreeStrategy, hierarchical
+from .pidentity import PIdentityStrategy, optimize_pidentity
+
+__all__ = [
+    "LeastSquares",
+    "GeneralStrategy",
+    "IdentityStrategy",
+    "HaarStrategy",
+    "Hierarchy",
+    "PIdentityStrategy",
+    "TreeStrategy",
+    "greedy_hierarchy",
+    "hierarchical",
+    "optimize_pidentity",
+]

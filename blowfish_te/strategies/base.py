@@ -1,0 +1,49 @@
+"""Strategies with exact least squares: x̂ = A⁺ y, its adjoint, and ‖W A⁺‖_F² (SPEC §6)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..workloads.base import CHUNK_ENTRIES, Workload
+
+
+class LeastSquares:
+    """Mixin for a strategy workload A (p × K) that solves its own least squares.
+
+    Subclasses implement ``_pinv_matmat`` (A⁺ on a (p, c) block) and ``_pinv_rmatmat`` ((A⁺)ᵀ on
+    a (K, c) block). For full-column-rank A these are exact, so the matrix mechanism's expected
+    total squared error 2 (Δ/ε)² ‖W A⁺‖_F² can be computed from either side.
+    """
+
+    def _pinv_matmat(self, y: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _pinv_rmatmat(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def pinv(self, y) -> np.ndarray:
+        """x̂ = A⁺ y: the least-squares estimate of the data from measurements y."""
+        y = np.asarray(y, dtype=np.float64)
+        return self._pinv_matmat(y.reshape(y.shape[0], -1)).reshape((self.size,) + y.shape[1:])
+
+    def lstsq_frobenius_sq(self, workload: Workload) -> float:
+        """‖W A⁺‖_F², through A⁺ on unit blocks (p columns) or (A⁺)ᵀ on W's rows (m columns),
+        whichever side is smaller."""
+        m, k = workload.shape
+        p = self.shape[0]
+        total = 0.0
+        if m <= p:
+            step = max(1, CHUNK_ENTRIES // max(k + p, 1))
+            for start in range(0, m, step):
+                rows = np.arange(start, min(start + step, m))
+                unit = np.zeros((m, rows.size))
+                unit[rows, np.arange(rows.size)] = 1.0
+                total += float((self._pinv_rmatmat(np.asarray(workload.rmatmat(unit), dtype=np.float64)) ** 2).sum())
+        else:
+            step = max(1, CHUNK_ENTRIES // max(k + m, 1))
+            for start in range(0, p, step):
+                cols = np.arange(start, min(start + step, p))
+                unit = np.zeros((p, cols.size))
+                unit[cols, np.arange(cols.size)] = 1.0
+                total += float((np.asarray(workload.matmat(self._pinv_matmat(unit)), dtype=np.float64) ** 2).sum())
+        return total

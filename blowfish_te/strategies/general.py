@@ -1,0 +1,101 @@
+"""Least squares for any full-column-rank strategy, by factorising AᵀA.
+
+The solver is picked by structure: a dense Cholesky factor for K <= 4096 cells; for larger
+domains, a sparse LU of AᵀA when A has a sparse form whose Gram stays sparse; otherwise LSMR
+iterations (answers only: the analytic error needs a factorisation).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as la
+import scipy.sparse as sp
+from scipy.sparse.linalg import lsmr, splu
+
+from ..workloads import Boxes, Workload, as_workload
+from ..workloads import identity as identity_workload
+from .base import LeastSquares
+
+#: Largest domain for the dense Cholesky factor of AᵀA (K² entries).
+MAX_DENSE_CELLS = 4096
+
+
+class GeneralStrategy(LeastSquares, Workload):
+    """A strategy workload A with exact least squares x̂ = (AᵀA)⁻¹ Aᵀ y; products and column norms
+    are those of A itself."""
+
+    def __init__(self, strategy):
+        base = as_workload(strategy)
+        self.base = base
+        super().__init__(base.domain, base.num_queries, base.name)
+        self.is_binary = base.is_binary
+        k = base.size
+        self._factor = self._sparse_lu = None
+        if k <= MAX_DENSE_CELLS:
+            try:
+                self._factor = la.cho_factor(base.gram_matrix(max_entries=k * k), lower=True)
+            except la.LinAlgError:
+                raise ValueError(f"strategy {base.name} does not have full column rank: AᵀA is singular") from None
+        else:
+            try:
+                sparse = base.tosparse()
+            except ValueError:
+                sparse = None
+            if sparse is not None:
+                gram = sp.csc_array(sparse.T @ sparse)
+                if gram.nnz <= 50 * k:
+                    self._sparse_lu = splu(gram)
+            self._sparse = sparse
+
+    def _solve(self, b: np.ndarray) -> np.ndarray:
+        if self._factor is not None:
+            return la.cho_solve(self._factor, b)
+        if self._sparse_lu is not None:
+            return self._sparse_lu.solve(b)
+        raise NotImplementedError(
+            f"no factorisation of AᵀA for {self.base.name} ({self.size} cells): exact least squares and "
+            "its analytic error need K <= 4096 or a sparse strategy with a sparse Gram"
+        )
+
+    def _matmat(self, x):
+        return self.base._matmat(x)
+
+    def _rmatmat(self, y):
+        return self.base._rmatmat(y)
+
+    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+        return self.base.difference_norms(u, v, norm)
+
+    def column_diameter(self, cells=None) -> float:
+        return self.base.column_diameter(cells)
+
+    def _pinv_matmat(self, y):
+        y = np.asarray(y, dtype=np.float64)
+        if self._factor is None and self._sparse_lu is None:  # LSMR, column by column
+            op = self._sparse if self._sparse is not None else self.base
+            return np.stack([lsmr(op, y[:, j], atol=1e-12, btol=1e-12)[0] for j in range(y.shape[1])], axis=1)
+        return self._solve(np.asarray(self.base.rmatmat(y), dtype=np.float64))
+
+    def _pinv_rmatmat(self, x):
+        return np.asarray(self.base.matmat(self._solve(np.asarray(x, dtype=np.float64))), dtype=np.float64)
+
+    def lstsq_frobenius_sq(self, workload: Workload) -> float:
+        self._solve(np.zeros((self.size, 0)))  # raises early without a factorisation
+        return super().lstsq_frobenius_sq(workload)
+
+
+class IdentityStrategy(LeastSquares, Boxes):
+    """The identity strategy: x̂ = y, so ‖W A⁺‖_F² = ‖W‖_F²."""
+
+    def __init__(self, domain):
+        cells = identity_workload(domain)
+        Boxes.__init__(self, cells.domain, cells.lo, cells.hi, name=cells.name)
+
+    def _pinv_matmat(self, y):
+        return np.asarray(y, dtype=np.float64)
+
+    def _pinv_rmatmat(self, x):
+        return np.asarray(x, dtype=np.float64)
+
+    def lstsq_frobenius_sq(self, workload: Workload) -> float:
+        return workload.frobenius_sq()

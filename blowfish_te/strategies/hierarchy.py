@@ -1,0 +1,235 @@
+"""Hierarchical strategies: a tree of boxes over the domain, each node measured with a weight, and
+its exact weighted least squares (Hay et al. 2010; Qardaji, Yang, Li 2013; SPEC §6).
+
+A :class:`Hierarchy` splits the domain box recursively: on every axis a side of length s becomes
+c = min(b, s) parts whose sizes differ by at most one (the first s mod c parts one cell longer),
+until single cells. Nodes are stored level by level, root first, so the children of level l
+are exactly the nodes of level l + 1.
+
+A :class:`TreeStrategy` measures node n as w_n · (sum of its box) (w_n = 0: not measured). With
+Laplace noise of equal scale on every row, the measurement of node n's total has variance
+∝ 1/w_n², and the best linear unbiased estimate is two passes over the tree:
+
+- bottom up: ẑ_n combines the node's own measurement (precision w_n²) with the sum of its
+  children's ẑ (precision 1/Σ V_c): ẑ_n = α_n z_n + (1 - α_n) Σ_c ẑ_c, V_n = 1/(w_n² + 1/Σ V_c);
+- top down: x̄_root = ẑ_root, and each child takes its share of the parent's discrepancy in
+  proportion to its variance, x̄_c = ẑ_c + (V_c / Σ_siblings V)(x̄_parent - Σ_siblings ẑ).
+
+Both passes are linear with data-independent coefficients, so they are A⁺ itself; their adjoint
+(the passes reversed and transposed) gives (A⁺)ᵀ. Cost O(#nodes) per right-hand side.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._grid import shape_label
+from .._validation import check_int, check_shape
+from ..workloads.boxes import Boxes
+from .base import LeastSquares
+
+
+def _split_axis(lo: np.ndarray, hi: np.ndarray, owner: np.ndarray, axis: int, b: int):
+    """Split every box along ``axis`` into min(b, side) parts of near-equal size."""
+    side = hi[:, axis] - lo[:, axis] + 1
+    parts = np.minimum(b, side)
+    box = np.repeat(np.arange(side.size), parts)
+    j = np.arange(box.size) - np.repeat(np.cumsum(parts) - parts, parts)
+    base, extra = side[box] // parts[box], side[box] % parts[box]
+    start = lo[box, axis] + j * base + np.minimum(j, extra)
+    new_lo, new_hi = lo[box].copy(), hi[box].copy()
+    new_lo[:, axis] = start
+    new_hi[:, axis] = start + base + (j < extra) - 1
+    return new_lo, new_hi, owner[box]
+
+
+class Hierarchy:
+    """A b-ary (per axis) tree of boxes over ``domain``, down to single cells.
+
+    Attributes: ``lo``, ``hi`` (N × d boxes), ``parent`` (root: -1), ``level_starts`` (nodes of
+    level l are ``level_starts[l]:level_starts[l+1]``), ``leaf_of_cell`` (K,), ``is_leaf`` (N,).
+    """
+
+    def __init__(self, domain, branching: int):
+        self.domain = check_shape(domain, "domain")
+        self.branching = check_int(branching, "branching", minimum=2)
+        d = len(self.domain)
+        los = [np.zeros((1, d), dtype=np.int64)]
+        his = [np.array([self.domain], dtype=np.int64) - 1]
+        parents = [np.array([-1], dtype=np.int64)]
+        starts = [0, 1]
+        while True:
+            lo, hi = los[-1], his[-1]
+            split = np.flatnonzero((hi > lo).any(axis=1))
+            if split.size == 0:
+                break
+            ids = starts[-2] + split
+            c_lo, c_hi, owner = lo[split], hi[split], ids
+            for axis in range(d):
+                c_lo, c_hi, owner = _split_axis(c_lo, c_hi, owner, axis, self.branching)
+            los.append(c_lo)
+            his.append(c_hi)
+            parents.append(owner)
+            starts.append(starts[-1] + c_lo.shape[0])
+        self.lo = np.concatenate(los)
+        self.hi = np.concatenate(his)
+        self.parent = np.concatenate(parents)
+        self.level_starts = np.array(starts, dtype=np.int64)
+        self.is_leaf = (self.lo == self.hi).all(axis=1)
+        self.leaf_of_cell = np.empty(math.prod(self.domain), dtype=np.int64)
+        leaves = np.flatnonzero(self.is_leaf)
+        self.leaf_of_cell[np.ravel_multi_index(tuple(self.lo[leaves].T), self.domain)] = leaves
+        for a in (self.lo, self.hi, self.parent, self.level_starts, self.is_leaf, self.leaf_of_cell):
+            a.flags.writeable = False
+        # child → parent aggregation, level by level
+        self._gather = []
+        for level in range(self.height - 1):
+            first, last = self.level_starts[level], self.level_starts[level + 1]
+            child = np.arange(self.level_starts[level + 1], self.level_starts[level + 2])
+            local = self.parent[child] - first
+            self._gather.append(
+                sp.csr_array((np.ones(child.size), (local, np.arange(child.size))), shape=(last - first, child.size))
+            )
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.parent.size)
+
+    @property
+    def height(self) -> int:
+        """Number of levels (the root is level 0)."""
+        return int(self.level_starts.size - 1)
+
+    @property
+    def depth(self) -> np.ndarray:
+        """Level of every node."""
+        return np.repeat(np.arange(self.height), np.diff(self.level_starts))
+
+    def level(self, l: int) -> slice:
+        return slice(int(self.level_starts[l]), int(self.level_starts[l + 1]))
+
+    def __repr__(self) -> str:
+        return f"<Hierarchy over {self.domain}: branching {self.branching}, {self.height} levels, {self.num_nodes} nodes>"
+
+
+class TreeStrategy(LeastSquares, Boxes):
+    """Strategy measuring node n of a hierarchy as w_n · (sum of its box); w_n = 0 skips the node.
+
+    Full column rank is checked: the root total must be estimable and no node may have two
+    children whose subtrees are entirely unmeasured.
+    """
+
+    def __init__(self, hierarchy: Hierarchy, weights, name: str | None = None):
+        weights = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if weights.shape != (hierarchy.num_nodes,) or not np.isfinite(weights).all() or (weights < 0).any():
+            raise ValueError(f"weights must be {hierarchy.num_nodes} finite non-negative numbers, one per node")
+        measured = np.flatnonzero(weights > 0)
+        if measured.size == 0:
+            raise ValueError("a hierarchical strategy must measure at least one node")
+        Boxes.__init__(
+            self, hierarchy.domain, hierarchy.lo[measured], hierarchy.hi[measured],
+            name=name or f"tree({shape_label(hierarchy.domain)}, b={hierarchy.branching})", weights=weights[measured],
+        )
+        self.hierarchy = hierarchy
+        self.node_weights = weights
+        self.node_weights.flags.writeable = False
+        self._measured = measured
+        self._coefficients()
+
+    def _coefficients(self) -> None:
+        """α (own share in the bottom-up pass) and β (share of the parent's discrepancy)."""
+        h = self.hierarchy
+        own = self.node_weights**2
+        variance = np.full(h.num_nodes, np.inf)
+        alpha = np.zeros(h.num_nodes)
+        beta = np.zeros(h.num_nodes)
+        child_var = np.full(h.num_nodes, np.inf)  # variance of Σ children's estimates
+        for l in range(h.height - 1, -1, -1):
+            nodes = h.level(l)
+            if l < h.height - 1:
+                kids = h.level(l + 1)
+                kid_var = variance[kids]
+                unknown = np.isinf(kid_var)
+                local = h.parent[kids] - h.level_starts[l]
+                gather = h._gather[l]
+                sums = gather @ np.where(unknown, 0.0, kid_var)
+                n_unknown = gather @ unknown.astype(np.float64)
+                internal = ~h.is_leaf[nodes]
+                child_var[nodes] = np.where(internal & (n_unknown == 0), sums, np.inf)
+                share_known = np.where(unknown, 0.0, kid_var) / np.where(sums[local] > 0, sums[local], 1.0)
+                beta[kids] = np.where(n_unknown[local] > 0, unknown / np.maximum(n_unknown[local], 1), share_known)
+                if (n_unknown[internal] > 1).any():
+                    raise ValueError(
+                        "hierarchical strategy is rank deficient: a node has two or more children whose "
+                        "subtrees are never measured"
+                    )
+            precision = own[nodes] + np.where(np.isinf(child_var[nodes]), 0.0, 1.0 / child_var[nodes])
+            variance[nodes] = np.where(precision > 0, 1.0 / np.where(precision > 0, precision, 1.0), np.inf)
+            alpha[nodes] = np.where(precision > 0, own[nodes] / np.where(precision > 0, precision, 1.0), 0.0)
+        if np.isinf(variance[0]):
+            raise ValueError("hierarchical strategy is rank deficient: the total is never measured, even indirectly")
+        self._alpha, self._beta = alpha, beta
+
+    # -- least squares: two passes and their adjoint ------------------------------------------
+    def _pinv_matmat(self, y: np.ndarray) -> np.ndarray:
+        h = self.hierarchy
+        y = np.asarray(y, dtype=np.float64)
+        z = np.zeros((h.num_nodes, y.shape[1]))
+        z[self._measured] = y / self.node_weights[self._measured, None]
+        est = np.empty_like(z)
+        sums = np.zeros_like(z)
+        for l in range(h.height - 1, -1, -1):
+            nodes = h.level(l)
+            if l < h.height - 1:
+                sums[nodes] = h._gather[l] @ est[h.level(l + 1)]
+            a = self._alpha[nodes, None]
+            est[nodes] = a * z[nodes] + (1 - a) * sums[nodes]
+        out = est.copy()
+        for l in range(h.height - 1):
+            kids = h.level(l + 1)
+            parent = h.parent[kids]
+            out[kids] = est[kids] + self._beta[kids, None] * (out[parent] - sums[parent])
+        return out[h.leaf_of_cell]
+
+    def _pinv_rmatmat(self, x: np.ndarray) -> np.ndarray:
+        h = self.hierarchy
+        x = np.asarray(x, dtype=np.float64)
+        out_bar = np.zeros((h.num_nodes, x.shape[1]))
+        out_bar[h.leaf_of_cell] = x
+        est_bar = np.zeros_like(out_bar)
+        sums_bar = np.zeros_like(out_bar)
+        for l in range(h.height - 2, -1, -1):  # the top-down pass, reversed
+            kids = h.level(l + 1)
+            est_bar[kids] += out_bar[kids]
+            pushed = h._gather[l] @ (self._beta[kids, None] * out_bar[kids])
+            out_bar[h.level(l)] += pushed
+            sums_bar[h.level(l)] -= pushed
+        est_bar[0] += out_bar[0]
+        z_bar = np.zeros_like(out_bar)
+        for l in range(h.height):  # the bottom-up pass, reversed
+            nodes = h.level(l)
+            a = self._alpha[nodes, None]
+            z_bar[nodes] += a * est_bar[nodes]
+            sums_bar[nodes] += (1 - a) * est_bar[nodes]
+            if l < h.height - 1:
+                est_bar[h.level(l + 1)] += h._gather[l].T @ sums_bar[nodes]
+        return z_bar[self._measured] / self.node_weights[self._measured, None]
+
+
+def hierarchical(domain, branching: int, root: bool = True, level_weights=None, name: str | None = None) -> TreeStrategy:
+    """A hierarchy strategy with one weight per level (uniform budget by default: all ones).
+
+    ``root=False`` leaves the total unmeasured; ``level_weights[l]`` weighs every node of level l.
+    """
+    h = Hierarchy(domain, branching)
+    weights = np.ones(h.height) if level_weights is None else np.asarray(level_weights, dtype=np.float64)
+    if weights.shape != (h.height,):
+        raise ValueError(f"level_weights must have one entry per level ({h.height}), got shape {weights.shape}")
+    node_weights = weights[h.depth]
+    if not root:
+        node_weights = node_weights.copy()
+        node_weights[0] = 0.0
+    return TreeStrategy(h, node_weights, name=name)

@@ -1,0 +1,120 @@
+"""Optimised p-Identity strategies (McKenna, Miklau, Hay, Machanavajjhala, HDMM, PVLDB 2018).
+
+The template A(Θ) = [I; Θ] S⁻¹, Θ ∈ R_+^{p×K}, S = diag(1 + 1ᵀΘ), has every column of L1 norm 1
+(sensitivity 1). With C = S WᵀW S and R = (I_p + ΘΘᵀ)⁻¹, Woodbury gives
+
+    L(Θ) = ‖W A⁺‖_F² = tr(C) - tr(R Θ C Θᵀ),
+    ∇L = -2 R (ΘC - (ΘCΘᵀ) R Θ) + 1_p (2 diag(C - CΘᵀRΘ) ⊘ s)ᵀ.
+
+All products with WᵀW go through the workload's implicit Gram operator on p columns
+(B = ΘS, U = WᵀW Bᵀ), so an evaluation costs one Gram product plus O(K p² + p³) — no K × K
+matrix. Least squares is Woodbury as well: A⁺y = S (I - ΘᵀRΘ)(y₁ + Θᵀy₂).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import Bounds, minimize
+
+from .._validation import check_int
+from ..noise import RNGLike, check_rng
+from ..workloads.base import Workload, as_block, check_norm
+from .base import LeastSquares
+
+
+class PIdentityStrategy(LeastSquares, Workload):
+    """A = [I; Θ] diag(1/s), s = 1 + column sums of Θ (non-negative)."""
+
+    def __init__(self, theta: np.ndarray, domain):
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.ndim != 2 or not np.isfinite(theta).all() or (theta < 0).any():
+            raise ValueError("theta must be a finite non-negative (p × K) array")
+        self.theta = theta
+        self.scale = 1.0 + theta.sum(axis=0)
+        super().__init__(domain, theta.shape[1] + theta.shape[0], f"p-identity(p={theta.shape[0]})")
+        if self.size != theta.shape[1]:
+            raise ValueError(f"theta has {theta.shape[1]} columns but the domain has {self.size} cells")
+        self._r = np.linalg.inv(np.eye(theta.shape[0]) + theta @ theta.T)
+
+    def _matmat(self, x):
+        x = as_block(x) / self.scale[:, None]
+        return np.concatenate([x, self.theta @ x])
+
+    def _rmatmat(self, y):
+        y = as_block(y)
+        k = self.size
+        return (y[:k] + self.theta.T @ y[k:]) / self.scale[:, None]
+
+    def _pinv_matmat(self, y):
+        y = np.asarray(y, dtype=np.float64)
+        k = self.size
+        b = y[:k] + self.theta.T @ y[k:]
+        return self.scale[:, None] * (b - self.theta.T @ (self._r @ (self.theta @ b)))
+
+    def _pinv_rmatmat(self, x):
+        z = self.scale[:, None] * np.asarray(x, dtype=np.float64)
+        z = z - self.theta.T @ (self._r @ (self.theta @ z))
+        return np.concatenate([z, self.theta @ z])
+
+    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+        """Column u is e_u/s_u over Θ_u/s_u: for u != v the difference has 1/s_u and 1/s_v on top."""
+        u, v = self._check_pairs(u, v)
+        check_norm(norm)
+        k = self.size
+        cell = v < k
+        tu = self.theta[:, u] / self.scale[u]
+        tv = np.where(cell, self.theta[:, np.minimum(v, k - 1)] / self.scale[np.minimum(v, k - 1)], 0.0)
+        top_u = 1.0 / self.scale[u]
+        top_v = np.where(cell, 1.0 / self.scale[np.minimum(v, k - 1)], 0.0)
+        same = u == v
+        if norm == "l1":
+            out = top_u + top_v + np.abs(tu - tv).sum(axis=0)
+        else:
+            out = top_u**2 + top_v**2 + ((tu - tv) ** 2).sum(axis=0)
+        return np.where(same, 0.0, out)
+
+
+def _objective(flat: np.ndarray, p: int, k: int, gram, gram_diag: np.ndarray):
+    theta = flat.reshape(p, k)
+    s = 1.0 + theta.sum(axis=0)
+    b = theta * s
+    u = np.asarray(gram.matmat(b.T))  # K × p: WᵀW Bᵀ
+    try:
+        r = np.linalg.inv(np.eye(p) + theta @ theta.T)
+    except np.linalg.LinAlgError:
+        return np.inf, np.zeros_like(flat)
+    bu = b @ u  # Θ C Θᵀ
+    trace_c = float((s**2 * gram_diag).sum())
+    loss = trace_c - float(np.sum(r * bu.T))
+    r_theta = r @ theta
+    theta_cx = r @ (u.T * s - bu.T @ r_theta)
+    diag_cx = s**2 * gram_diag - s * np.einsum("ij,ji->i", u, r_theta)
+    grad = -2.0 * theta_cx + (2.0 * diag_cx / s)[None, :]
+    return loss, grad.reshape(-1)
+
+
+def optimize_pidentity(
+    workload: Workload, p: int | None = None, restarts: int = 2, rng: RNGLike = 0, maxiter: int = 150
+) -> PIdentityStrategy:
+    """Minimise ‖W A(Θ)⁺‖_F² over Θ >= 0 with L-BFGS-B from ``restarts`` seeded random starts
+    (uniform on [0, 1)); returns the best. ``p`` defaults to min(K // 16, 64): HDMM's OPT₀ takes
+    K // 16, but beyond 64 rows L-BFGS-B on p·K variables dominates the run time.
+
+    The strategy depends on the workload only (never on data), so optimising it costs no privacy.
+    """
+    k = workload.size
+    p = max(1, min(k // 16, 64)) if p is None else check_int(p, "p", minimum=1)
+    restarts = check_int(restarts, "restarts", minimum=1)
+    gen = check_rng(rng)
+    gram = workload.gram()
+    gram_diag = np.asarray(workload.column_norms("l2sq"), dtype=np.float64)
+    best, best_loss = None, np.inf
+    for _ in range(restarts):
+        start = gen.random(p * k)
+        result = minimize(
+            _objective, start, args=(p, k, gram, gram_diag), jac=True, method="L-BFGS-B",
+            bounds=Bounds(0, np.inf), options={"maxiter": maxiter, "ftol": 1e-6},
+        )
+        if result.fun < best_loss:
+            best, best_loss = np.maximum(result.x, 0.0), result.fun
+    return PIdentityStrategy(best.reshape(p, k), workload.domain)
