@@ -1,14 +1,42 @@
-"""Datasets. For now: a built-in synthetic histogram, so that examples, the demo and the tests run
-without external data."""
+"""Datasets: DPBench histograms from a data directory, and a built-in synthetic histogram so that
+examples, the demo and the tests run without external data."""
 
 from __future__ import annotations
 
+import os
+import pathlib
+
 import numpy as np
 
-from ._validation import check_int
+from ._validation import check_histogram, check_int
 from .noise import RNGLike, check_rng
 
-__all__ = ["synthetic"]
+__all__ = ["DATA_DIR_ENV", "data_dir", "load", "synthetic"]
+
+#: Environment variable naming the DPBench data directory (with ``1D/`` and ``2D/`` inside).
+DATA_DIR_ENV = "BLOWFISH_TE_DATA"
+
+
+def data_dir(path=None) -> pathlib.Path:
+    """The DPBench directory: ``path`` if given, else ``$BLOWFISH_TE_DATA``; it must exist."""
+    chosen = path if path is not None else os.environ.get(DATA_DIR_ENV)
+    if chosen is None:
+        raise ValueError(f"no data directory: pass data_dir= or set ${DATA_DIR_ENV} to the DPBench folder")
+    folder = pathlib.Path(chosen).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"data directory {str(folder)!r} does not exist")
+    return folder
+
+
+def load(name: str, data_dir_path=None) -> np.ndarray:
+    """A DPBench histogram by name (e.g. ``"HEPTH"`` from ``1D/``, ``"GOWALLA"`` from ``2D/``)."""
+    folder = data_dir(data_dir_path)
+    matches = sorted(folder.glob(f"*/{name}.npy"))
+    if not matches:
+        known = sorted(p.stem for p in folder.glob("*/*.npy"))
+        raise ValueError(f"unknown dataset {name!r} in {str(folder)!r}; known datasets: {', '.join(known)}")
+    counts = np.load(matches[0], allow_pickle=False)
+    return check_histogram(counts, counts.shape, name=name).reshape(counts.shape)
 
 
 def synthetic(k: int = 100, n: int = 10_000, rng: RNGLike = 0) -> np.ndarray:

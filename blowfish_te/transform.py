@@ -124,8 +124,13 @@ class TreeTransform:
         return as_workload(workload).matvec(self._root_vector(totals))
 
     def workload(self, workload) -> "TransformedWorkload":
-        """W_G = W P_G as an implicit workload over the tree edges."""
-        return TransformedWorkload(as_workload(workload), self)
+        """W_G = W P_G as an implicit workload over the tree edges (one object per workload and
+        transform, kept on the workload, so strategies and norms cached per workload are reused)."""
+        workload = as_workload(workload)
+        cache = workload.__dict__.setdefault("_transformed", {})
+        if self not in cache:
+            cache[self] = TransformedWorkload(workload, self)
+        return cache[self]
 
     def reconstruct(self, x_g, totals) -> np.ndarray:
         """x = P_G x_G + Σ_C n_C e_{r_C}: the histogram whose transform is (x_G, totals).

@@ -42,12 +42,21 @@ MECHANISMS: dict[str, type[Mechanism]] = {
 }
 
 
+_DEFAULTS: dict[str, Mechanism] = {}
+
+
 def get_mechanism(mechanism) -> Mechanism:
-    """A mechanism instance from a name in :data:`MECHANISMS` or an instance of :class:`Mechanism`."""
+    """A mechanism instance from a name in :data:`MECHANISMS` or an instance of :class:`Mechanism`.
+
+    Names map to one shared default instance each, so strategies cached per workload (GreedyH's
+    weights, optimised strategies) are reused across releases.
+    """
     if isinstance(mechanism, Mechanism):
         return mechanism
     if isinstance(mechanism, str):
         if mechanism not in MECHANISMS:
             raise ValueError(f"unknown mechanism {mechanism!r}; known mechanisms: {', '.join(sorted(MECHANISMS))}")
-        return MECHANISMS[mechanism]()
+        if mechanism not in _DEFAULTS:
+            _DEFAULTS[mechanism] = MECHANISMS[mechanism]()
+        return _DEFAULTS[mechanism]
     raise TypeError(f"mechanism must be a name or a Mechanism instance, got {type(mechanism).__name__}")

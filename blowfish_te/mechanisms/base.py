@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -71,6 +72,13 @@ class LinearMechanism(Mechanism):
         """‖R‖_F² for the reconstruction of :meth:`reconstruct`; None if it is not linear."""
         return strategy.lstsq_frobenius_sq(workload)
 
+    def _frobenius(self, workload: Workload, strategy: Workload) -> float | None:
+        """‖R‖_F², cached per workload object (the strategy depends on the workload only)."""
+        cache = self.__dict__.setdefault("_frobenius_cache", weakref.WeakKeyDictionary())
+        if workload not in cache:
+            cache[workload] = self.reconstruction_frobenius_sq(workload, strategy)
+        return cache[workload]
+
     def strategy_sensitivity(self, strategy: Workload, policy: Policy | None = None) -> float:
         """Δ of the strategy: unit-change sensitivity if ``policy`` is None, else Δ_G(A)."""
         if policy is None:
@@ -104,7 +112,7 @@ class LinearMechanism(Mechanism):
         workload = as_workload(workload)
         epsilon = check_epsilon(epsilon)
         strategy = self.strategy(workload)
-        frobenius = self.reconstruction_frobenius_sq(workload, strategy)
+        frobenius = self._frobenius(workload, strategy)
         if frobenius is None:
             return None
         delta = self.strategy_sensitivity(strategy, policy) if sensitivity is None else sensitivity

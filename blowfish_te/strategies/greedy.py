@@ -81,7 +81,9 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
         nodes = h.level(level)
         scale[nodes] = scale[h.parent[nodes]] * share[h.parent[nodes]]
     weights = np.where(h.is_leaf, scale, scale * (1.0 - share))
-    return TreeStrategy(h, weights, name=f"greedyh({workload.name}, b={branching})")
+    strategy = TreeStrategy(h, weights, name=f"greedyh({workload.name}, b={branching})")
+    strategy.selection_score = float(score[0])  # with rule "exact": ‖W A⁺‖_F² of this strategy
+    return strategy
 
 
 def _children(h: Hierarchy, node: int, level: int) -> np.ndarray:

@@ -1,0 +1,58 @@
+"""Speed of the strategy library (strategy-library issue, item 7).
+
+Run: ``python benchmarks/bench_mechanisms.py [--skip-optimized]``. Times one full ``run`` (strategy,
+measurement, least squares, answers) on prefix workloads; "cold" includes building the strategy,
+"warm" reuses it (strategies are cached per domain or workload).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+
+from blowfish_te import mechanisms as M
+from blowfish_te import workloads as wl
+
+
+def clock(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-optimized", action="store_true")
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    cases = [
+        ("1-D, K = 4096", wl.prefix(4096), 0.1, [M.Identity(), M.H2(), M.HB(), M.Privelet()]),
+        ("1-D, K = 2^20", wl.prefix(2**20), 5.0, [M.Identity(), M.H2(), M.HB(), M.Privelet()]),
+        ("2-D, 1024 x 1024", wl.random_rects((1024, 1024), 2000, rng=0), 5.0, [M.HB(), M.QuadTree(), M.Privelet()]),
+    ]
+    for label, w, target, mechs in cases:
+        x = rng.integers(0, 10, w.size)
+        for mech in mechs:
+            cold = clock(lambda: mech.run(w, x, 0.1, rng=1))
+            warm = clock(lambda: mech.run(w, x, 0.1, rng=2))
+            print(f"{label:<18} {mech.name:<10} cold {cold:7.3f} s  warm {warm:7.3f} s   target < {target} s", flush=True)
+    w = wl.prefix(4096)
+    x = rng.integers(0, 10, 4096)
+    greedy = M.GreedyH()
+    print(f"{'1-D, K = 4096':<18} {'greedyh':<10} cold {clock(lambda: greedy.run(w, x, 0.1, rng=1)):7.3f} s"
+          f"  warm {clock(lambda: greedy.run(w, x, 0.1, rng=2)):7.3f} s   target < 2 s", flush=True)
+    if args.skip_optimized:
+        return
+    best_fixed = min((m.expected_error(w, 0.1), m.name) for m in [M.Identity(), M.H2(), M.HB(), M.Privelet(), greedy])
+    optimized = M.Optimized()
+    seconds = clock(lambda: optimized.run(w, x, 0.1, rng=1))
+    error = optimized.expected_error(w, 0.1)
+    print(f"{'1-D, K = 4096':<18} {'optimized':<10} cold {seconds:7.3f} s   target < 60 s; per-query RMSE "
+          f"{math.sqrt(error / 4096):.1f} vs best fixed ({best_fixed[1]}) {math.sqrt(best_fixed[0] / 4096):.1f}")
+
+
+if __name__ == "__main__":
+    main()
