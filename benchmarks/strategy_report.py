@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--mechanisms", nargs="+", default=["identity", "laplace", "h2", "hb", "privelet", "greedyh", "optimized"])
     parser.add_argument("--thetas", nargs="+", type=int, default=[4, 16, 64])
     parser.add_argument("--skip-regression", action="store_true")
+    parser.add_argument("--regression-only", action="store_true")
     args = parser.parse_args()
     eps, k = args.epsilon, 4096
     data = {name: datasets.load(name, args.data_dir) for name in args.datasets}
@@ -53,6 +54,8 @@ def main() -> None:
             print(f"| {name} | {analytic:.1f} | {measured:.1f} | {TARGETS[name]} |", flush=True)
         root = get_mechanism("hb").__class__(root=True)
         print(f"| hb (with root) | {math.sqrt(root.expected_error(w, eps) / k):.1f} | | ≈ 157 (analytic) |\n", flush=True)
+    if args.regression_only:
+        return
 
     workloads_ = {"prefix": wl.prefix(k), "2000 random ranges": wl.random_ranges(k, 2000, rng=0)}
     policy_list = [policies.unbounded(k), policies.line(k)] + [policies.threshold(k, t) for t in args.thetas]

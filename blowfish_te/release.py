@@ -60,17 +60,25 @@ class Plan:
     reason: str
 
 
+def _analytic(compute) -> float | None:
+    """An expected error, or None when the mechanism cannot compute one for this size."""
+    try:
+        return compute()
+    except NotImplementedError:
+        return None
+
+
 def _transform_candidate(workload: Workload, policy: Policy, tree: Policy | None, epsilon: float, mech: Mechanism) -> Candidate:
     tr = transform(policy, tree)
     expected = None
     if isinstance(mech, LinearMechanism):  # one transformed workload, so its column norms are computed once
-        expected = 0.0 if tr.num_edges == 0 else mech.expected_error(tr.workload(workload), epsilon / tr.stretch)
+        expected = 0.0 if tr.num_edges == 0 else _analytic(lambda: mech.expected_error(tr.workload(workload), epsilon / tr.stretch))
         expected = None if expected is None else expected / workload.num_queries
     return Candidate("transform", tr.tree, tr.stretch, expected)
 
 
 def _exact_candidate(workload: Workload, policy: Policy, epsilon: float, mech: LinearMechanism) -> Candidate:
-    expected = mech.expected_error(workload, epsilon, policy=policy)
+    expected = _analytic(lambda: mech.expected_error(workload, epsilon, policy=policy))
     return Candidate("exact", expected_mse=None if expected is None else expected / workload.num_queries)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ._cache import IdentityCache
 from ._graph import signed_incidence
 from ._validation import check_histogram
 from .forest import CyclicPolicyError, RootedForest
@@ -83,6 +84,7 @@ class TreeTransform:
         else:
             self._cell_order = cell_order
         self._incidence = signed_incidence(self.child, self.parent, k)
+        self._workloads = IdentityCache()
 
     def __repr__(self) -> str:
         via = "" if self.tree is self.policy else f" via {self.tree.name} (stretch {self.stretch})"
@@ -124,13 +126,10 @@ class TreeTransform:
         return as_workload(workload).matvec(self._root_vector(totals))
 
     def workload(self, workload) -> "TransformedWorkload":
-        """W_G = W P_G as an implicit workload over the tree edges (one object per workload and
-        transform, kept on the workload, so strategies and norms cached per workload are reused)."""
+        """W_G = W P_G as an implicit workload over the tree edges. The last few are kept on the
+        transform, so planning and releasing share one object and its cached strategies and norms."""
         workload = as_workload(workload)
-        cache = workload.__dict__.setdefault("_transformed", {})
-        if self not in cache:
-            cache[self] = TransformedWorkload(workload, self)
-        return cache[self]
+        return self._workloads.get(workload, lambda: TransformedWorkload(workload, self))
 
     def reconstruct(self, x_g, totals) -> np.ndarray:
         """x = P_G x_G + Σ_C n_C e_{r_C}: the histogram whose transform is (x_G, totals).

@@ -272,3 +272,69 @@ def test_line_policy_prefixes_reach_two_over_epsilon_squared():
     assert blowfish == pytest.approx(2 / eps**2 * (k - 1) / k)
     best_dp = min(bt.plan(w, policies.unbounded(k), eps, m).chosen.expected_mse for m in ["identity", "h2", "hb", "privelet"])
     assert best_dp >= 10 * blowfish
+
+
+# -- review findings ------------------------------------------------------------------------------
+
+
+def test_one_cell_with_bottom_is_never_published_exactly():
+    """Review finding (privacy): Ordered used to return a one-cell count under unbounded(1) unnoised."""
+    a = bt.answer(wl.identity(1), [5], policies.unbounded(1), 1.0, "ordered", rng=0)
+    b = bt.answer(wl.identity(1), [5], policies.unbounded(1), 1.0, "ordered", rng=1)
+    assert a.noise_scale > 0 and a.component_totals == {} and a.answers[0] != b.answers[0]
+    public = bt.answer(wl.identity(1), [5], policies.line(1), 1.0, "ordered", rng=0)
+    assert public.answers[0] == 5 and public.component_totals == {0: 5}
+
+
+def test_numerically_singular_strategies_are_refused():
+    with pytest.raises(ValueError, match="full column rank"):
+        M.MatrixMechanism(np.outer([0.1, 0.3, 0.7], [1.0, 0.65])).expected_error(wl.identity(2), 1.0)
+
+
+def test_mechanism_parameters_are_fixed_once_set():
+    hb = M.HB(branching=2)
+    before = hb.expected_error(wl.prefix(64), 1.0)
+    with pytest.raises(AttributeError, match="fixed"):
+        hb.branching = 8
+    assert hb.expected_error(wl.prefix(64), 1.0) == before
+
+
+def test_small_and_degenerate_domains():
+    assert bt.answer(wl.prefix(2), [3, 4], policies.line(2), 1.0, "hb", rng=0).route == "transform"
+    assert bt.answer(wl.prefix(6), np.arange(6), policies.partition([0, 0, 1, 2, 3, 4]), 1.0, "hb", rng=0).answers.shape == (6,)
+    assert bt.answer(wl.identity(1), [5], policies.line(1), 1.0, "ordered_hierarchical", rng=0).answers[0] == 5
+    with pytest.raises(ValueError, match="strictly between"):
+        M.OrderedHierarchical(split=1.0)
+    with pytest.raises(ValueError, match="grid"):
+        greedy_hierarchy(wl.prefix(8), grid=0)
+
+
+def test_tree_strategy_weights_are_copied():
+    h = Hierarchy(4, 2)
+    weights = np.ones(h.num_nodes)
+    a = TreeStrategy(h, weights)
+    weights[0] = 5.0
+    assert np.allclose(a.pinv(a @ np.array([0.0, 1, 2, 3])), [0, 1, 2, 3])
+
+
+def test_caches_stay_bounded_when_policies_are_rebuilt():
+    """Review finding: a fresh policy per call used to pin one transformed workload per call."""
+    import gc
+    import tracemalloc
+
+    w, x = wl.prefix(2048), np.ones(2048, int)
+    bt.answer(w, x, policies.line(2048), 1.0, rng=0)
+    gc.collect()
+    tracemalloc.start()
+    for seed in range(30):
+        bt.answer(w, x, policies.line(2048), 1.0, rng=seed)
+    gc.collect()
+    grown = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert grown < 5 * 2**20
+
+
+def test_oh_solves_large_unbounded_domains_in_cumulative_coordinates():
+    k = 6000  # beyond the dense limit: the cumulative-coordinate Gram is sparse
+    error = M.OrderedHierarchical().expected_error_native(wl.random_ranges(k, 50, rng=0), policies.threshold(k, 30), 1.0)
+    assert 0 < error < np.inf

@@ -109,7 +109,7 @@ class _Recorder(Mechanism):
     name = "recorder"
 
     def run(self, workload, x, epsilon, rng=None):
-        self.seen = (workload, np.array(x), epsilon)
+        self._seen = (workload, np.array(x), epsilon)
         return workload @ x
 
 
@@ -118,7 +118,7 @@ def test_custom_mechanisms_receive_the_transformed_pair():
     policy = policies.line(64)
     w = wl.random_ranges(64, 10, rng=2)
     release = answer(w, X64, policy, 0.3, probe, rng=0)
-    workload, x_g, eps = probe.seen
+    workload, x_g, eps = probe._seen
     assert isinstance(workload, bt.TransformedWorkload) and eps == 0.3
     assert np.array_equal(x_g, transform(policy).data(X64))
     assert np.array_equal(release.answers, w @ X64)

@@ -121,17 +121,17 @@ def test_tree_route_runs_the_mechanism_at_epsilon_over_stretch():
         name = "probe"
 
         def run(self, workload, x, epsilon, rng=None):
-            self.epsilon = epsilon
+            self._epsilon = epsilon
             return workload @ x
 
     probe = Probe()
     x = np.arange(20)
     release = answer(wl.prefix(20), x, policies.threshold(20, 4), 0.9, probe, rng=0, tree="hub")
     assert release.tree == "hub(20, theta=4)" and release.stretch == 3
-    assert probe.epsilon == pytest.approx(0.3)
+    assert probe._epsilon == pytest.approx(0.3)
     assert np.array_equal(release.answers, wl.prefix(20) @ x)
     release = answer(wl.prefix(20), x, policies.threshold(20, 4), 0.9, probe, rng=0, tree=trees.line(20))
-    assert release.stretch == 4 and probe.epsilon == pytest.approx(0.9 / 4)
+    assert release.stretch == 4 and probe._epsilon == pytest.approx(0.9 / 4)
 
 
 def test_expected_error_scales_with_the_stretch_squared():

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import weakref
 from abc import ABC, abstractmethod
 
 import numpy as np
 
+from .._cache import IdentityCache
 from .._validation import check_epsilon, check_histogram
 from ..noise import NUMPY_LAPLACE, RNGLike, check_rng, laplace
 from ..policies import Policy
@@ -19,7 +19,8 @@ class Mechanism(ABC):
 
     Contract:
 
-    - parameters go in ``__init__``; :meth:`run` keeps no state between calls;
+    - parameters go in ``__init__`` and are fixed afterwards (strategies and errors are cached per
+      workload); :meth:`run` keeps no state between calls;
     - ``run(W, x, epsilon, rng)`` returns an estimate of ``W @ x`` (one value per query) and is
       ε-DP for **unit-change neighbours** of the vector x (x' = x ± e_i). :func:`blowfish_te.answer`
       applies it to (W_G, x_G) of a tree transform, where G-neighbours are exactly unit changes, so
@@ -41,6 +42,19 @@ class Mechanism(ABC):
     def expected_error(self, workload: Workload, epsilon: float) -> float | None:
         """Expected total squared error over the workload, when data-independent; else None."""
         return None
+
+    def __setattr__(self, name: str, value) -> None:
+        # Parameters are fixed once set: strategies and errors are cached per workload.
+        if not name.startswith("_") and name in self.__dict__:
+            raise AttributeError(f"mechanism parameter {name!r} is fixed; create a new {type(self).__name__}")
+        object.__setattr__(self, name, value)
+
+    def _cache(self, label: str) -> IdentityCache:
+        """A bounded per-workload cache owned by this mechanism."""
+        caches = self.__dict__.setdefault("_caches", {})
+        if label not in caches:
+            caches[label] = IdentityCache()
+        return caches[label]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -74,10 +88,7 @@ class LinearMechanism(Mechanism):
 
     def _frobenius(self, workload: Workload, strategy: Workload) -> float | None:
         """‖R‖_F², cached per workload object (the strategy depends on the workload only)."""
-        cache = self.__dict__.setdefault("_frobenius_cache", weakref.WeakKeyDictionary())
-        if workload not in cache:
-            cache[workload] = self.reconstruction_frobenius_sq(workload, strategy)
-        return cache[workload]
+        return self._cache("frobenius").get(workload, lambda: self.reconstruction_frobenius_sq(workload, strategy))
 
     def strategy_sensitivity(self, strategy: Workload, policy: Policy | None = None) -> float:
         """Δ of the strategy: unit-change sensitivity if ``policy`` is None, else Δ_G(A)."""
@@ -116,4 +127,7 @@ class LinearMechanism(Mechanism):
         if frobenius is None:
             return None
         delta = self.strategy_sensitivity(strategy, policy) if sensitivity is None else sensitivity
-        return 2.0 * (delta / epsilon) ** 2 * frobenius
+        scale = delta / epsilon
+        if not np.isfinite(scale):
+            raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale Δ/ε = {delta}/{epsilon} overflows")
+        return 2.0 * scale * scale * frobenius

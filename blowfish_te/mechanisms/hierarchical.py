@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 
 import numpy as np
 
@@ -98,7 +97,8 @@ class HB(LinearMechanism):
         return qardaji_branching(domain[0]) if len(domain) == 1 else qardaji_branching_2d(max(domain))
 
     def strategy(self, workload: Workload) -> TreeStrategy:
-        return _cached_hierarchical(workload.domain, self.branching_for(workload.domain), self.root, None)
+        root = self.root or workload.size == 1  # a one-cell domain has nothing but the root
+        return _cached_hierarchical(workload.domain, self.branching_for(workload.domain), root, None)
 
     def __repr__(self) -> str:
         return f"HB(branching={self.branching}, root={self.root})"
@@ -142,12 +142,9 @@ class GreedyH(LinearMechanism):
         if rule not in ("dawa", "exact"):
             raise ValueError(f"rule must be 'dawa' or 'exact', got {rule!r}")
         self.rule = rule
-        self._cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def strategy(self, workload: Workload) -> TreeStrategy:
-        if workload not in self._cache:
-            self._cache[workload] = greedy_hierarchy(workload, self.branching, self.grid, self.rule)
-        return self._cache[workload]
+        return self._cache("strategy").get(workload, lambda: greedy_hierarchy(workload, self.branching, self.grid, self.rule))
 
     def __repr__(self) -> str:
         return f"GreedyH(branching={self.branching}, grid={self.grid}, rule={self.rule!r})"

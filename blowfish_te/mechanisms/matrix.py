@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 from scipy.optimize import lsq_linear
 
@@ -25,16 +23,16 @@ class MatrixMechanism(LinearMechanism):
 
     def __init__(self, strategy):
         self._given = strategy
-        self._cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def strategy(self, workload: Workload) -> Workload:
-        if workload not in self._cache:
-            chosen = self._given(workload) if callable(self._given) and not isinstance(self._given, Workload) else self._given
-            chosen = as_workload(chosen)
-            if chosen.size != workload.size:
-                raise ValueError(f"strategy has {chosen.size} columns but the workload has {workload.size} cells")
-            self._cache[workload] = chosen if isinstance(chosen, LeastSquares) else GeneralStrategy(chosen)
-        return self._cache[workload]
+        return self._cache("strategy").get(workload, lambda: self._build(workload))
+
+    def _build(self, workload: Workload) -> Workload:
+        chosen = self._given(workload) if callable(self._given) and not isinstance(self._given, Workload) else self._given
+        chosen = as_workload(chosen)
+        if chosen.size != workload.size:
+            raise ValueError(f"strategy has {chosen.size} columns but the workload has {workload.size} cells")
+        return chosen if isinstance(chosen, LeastSquares) else GeneralStrategy(chosen)
 
 
 class NonNegative(LinearMechanism):

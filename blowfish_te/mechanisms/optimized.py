@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
-
 from .._validation import check_int
 from ..strategies import IdentityStrategy, optimize_pidentity
 from ..workloads import Workload
@@ -27,15 +25,15 @@ class Optimized(LinearMechanism):
         self.restarts = check_int(restarts, "restarts", minimum=1)
         self.maxiter = check_int(maxiter, "maxiter", minimum=1)
         self.seed = check_int(seed, "seed", minimum=0)
-        self._cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def strategy(self, workload: Workload):
-        if workload not in self._cache:
-            optimized = optimize_pidentity(workload, self.p, self.restarts, self.seed, self.maxiter)
-            if workload.frobenius_sq() < optimized.lstsq_frobenius_sq(workload):
-                optimized = IdentityStrategy(workload.domain)
-            self._cache[workload] = optimized
-        return self._cache[workload]
+        return self._cache("strategy").get(workload, lambda: self._optimize(workload))
+
+    def _optimize(self, workload: Workload):
+        optimized = optimize_pidentity(workload, self.p, self.restarts, self.seed, self.maxiter)
+        if workload.frobenius_sq() < optimized.lstsq_frobenius_sq(workload):
+            return IdentityStrategy(workload.domain)
+        return optimized
 
     def __repr__(self) -> str:
         return f"Optimized(p={self.p}, restarts={self.restarts}, maxiter={self.maxiter}, seed={self.seed})"

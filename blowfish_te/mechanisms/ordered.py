@@ -18,6 +18,7 @@ from scipy.optimize import isotonic_regression
 from .._validation import check_epsilon, check_histogram, check_int
 from ..noise import RNGLike, check_rng, laplace
 from ..policies import Policy, line
+from ..policies import from_edges as policies_from_edges
 from ..sensitivity import check_compatible, sensitivity
 from ..strategies import GeneralStrategy, Hierarchy
 from ..trees import _threshold_width
@@ -65,6 +66,11 @@ def _check_ordered(policy: Policy, workload: Workload, name: str) -> None:
         raise ValueError(f"{name} needs a 1-D ordered domain, got policy {policy.name} of shape {policy.shape}")
 
 
+def _line_to_bottom(k: int) -> Policy:
+    """The path 0 - 1 - ... - (K-1) - ⊥: its transform has the cumulative counts s_0..s_{K-1}."""
+    return policies_from_edges(k, np.stack([np.arange(k), np.arange(1, k + 1)], axis=1))
+
+
 def _prefixes(k: int, ends) -> Boxes:
     ends = np.asarray(ends, dtype=np.int64)
     return Boxes((k,), np.zeros_like(ends), ends, name=f"prefixes({k}, {ends.size})")
@@ -96,13 +102,15 @@ class Ordered(NativeMechanism):
         x = check_histogram(x, policy.shape)
         epsilon = check_epsilon(epsilon)
         k = policy.size
-        if k == 1:
+        public = _public_total(policy)
+        if k == 1 and public:  # one cell, no ⊥: its count is the public total
             return NativeRelease(np.asarray(workload.matvec(x), dtype=np.float64), component_totals={0: int(x[0])})
         counts = self._strategy(policy)
         delta = sensitivity(counts, policy)
         scale = delta / epsilon
+        if not np.isfinite(scale):
+            raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale overflows")
         noisy = counts.matvec(x) + laplace(scale, counts.num_queries, check_rng(rng))
-        public = _public_total(policy)
         total = float(x.sum()) if public else float(noisy[-1])
         cumulative = noisy[: k - 1]
         if self.constrained:
@@ -122,12 +130,17 @@ class Ordered(NativeMechanism):
         _check_ordered(policy, workload, self.name)
         epsilon = check_epsilon(epsilon)
         k = policy.size
-        delta = sensitivity(self._strategy(policy), policy) if k > 1 else 0.0
+        public = _public_total(policy)
+        if k == 1 and public:
+            return 0.0
+        scale = sensitivity(self._strategy(policy), policy) / epsilon
+        if not np.isfinite(scale):
+            raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale overflows")
         cells = np.arange(k - 1)
         frobenius = workload.difference_norms(cells, cells + 1, "l2sq").sum()
-        if not _public_total(policy):
+        if not public:
             frobenius += workload.difference_norms([k - 1], [k], "l2sq").sum()
-        return 2.0 * (delta / epsilon) ** 2 * float(frobenius)
+        return 2.0 * scale * scale * float(frobenius)
 
 
 def oh_constants(k: int, theta: int, fanout: int) -> tuple[float, float]:
@@ -181,8 +194,8 @@ class OrderedHierarchical(NativeMechanism):
 
     def __init__(self, fanout: int = 16, split: float | None = None):
         self.fanout = check_int(fanout, "fanout", minimum=2)
-        if split is not None and not 0 <= split <= 1:
-            raise ValueError(f"split (ε_S / ε) must be in [0, 1], got {split!r}")
+        if split is not None and not 0 < split < 1:
+            raise ValueError(f"split (ε_S / ε) must be strictly between 0 and 1, got {split!r}")
         self.split = split
 
     def _groups(self, policy: Policy) -> tuple[Boxes | None, Boxes | None, int]:
@@ -214,7 +227,11 @@ class OrderedHierarchical(NativeMechanism):
             if rows is None or eps <= 0:
                 continue
             delta = sensitivity(rows, policy)
+            if delta > 0 and not (np.isfinite(delta / eps) and eps / delta > 0):
+                raise ValueError(f"epsilon={epsilon!r} is too small: the noise scales overflow")
             groups.append((label, rows, delta, delta / eps))
+        if not groups:
+            return [], None
         lo = np.concatenate([rows.lo for _, rows, _, _ in groups])
         hi = np.concatenate([rows.hi for _, rows, _, _ in groups])
         weights = np.concatenate([np.full(rows.num_queries, 1.0 / scale if scale > 0 else 1.0) for _, rows, _, scale in groups])
@@ -222,11 +239,15 @@ class OrderedHierarchical(NativeMechanism):
         return groups, weighted
 
     def _solver(self, policy: Policy, weighted: Boxes):
-        """Least squares on x, or on the line transform's coordinates when n is public."""
-        if _public_total(policy) and policy.size > 1:
-            tree = transform(line(policy.size))
-            return GeneralStrategy(tree.workload(weighted)), tree
-        return GeneralStrategy(weighted), None
+        """Least squares in cumulative coordinates, where every S node and block range touches at
+        most two unknowns (a sparse Gram at any size): the line tree ending at the last cell when n
+        is public (n enters exactly), else ending at ⊥ (n is one more unknown)."""
+        k = policy.size
+        if _public_total(policy):
+            tree = transform(line(k))
+        else:
+            tree = transform(_line_to_bottom(k))
+        return GeneralStrategy(tree.workload(weighted)), tree
 
     def release_native(self, workload, x, policy, epsilon, rng=None) -> NativeRelease:
         workload = as_workload(workload)
@@ -234,15 +255,13 @@ class OrderedHierarchical(NativeMechanism):
         x = check_histogram(x, policy.shape)
         epsilon = check_epsilon(epsilon)
         groups, weighted = self._plan(policy, epsilon)
+        if weighted is None:  # a single cell with a public total: nothing to measure
+            return NativeRelease(np.asarray(workload.matvec(x), dtype=np.float64), component_totals={0: int(x[0])})
         y = weighted.matvec(x) + laplace(1.0, weighted.num_queries, check_rng(rng))  # unit scale after weighting
         solver, tree = self._solver(policy, weighted)
-        if tree is None:
-            estimate = solver.pinv(y)
-            totals = {}
-        else:
-            totals_arr = tree.totals(x)
-            estimate = tree.reconstruct(solver.pinv(y - tree.offset(weighted, totals_arr)), totals_arr)
-            totals = dict(zip(tree.roots.tolist(), totals_arr.tolist()))
+        totals_arr = tree.totals(x)
+        estimate = tree.reconstruct(solver.pinv(y - tree.offset(weighted, totals_arr)), totals_arr)
+        totals = dict(zip(tree.roots.tolist(), totals_arr.tolist()))
         return NativeRelease(
             np.asarray(workload.matvec(estimate), dtype=np.float64),
             sensitivity={label: delta for label, _, delta, _ in groups},
@@ -256,9 +275,10 @@ class OrderedHierarchical(NativeMechanism):
         _check_ordered(policy, workload, self.name)
         epsilon = check_epsilon(epsilon)
         _, weighted = self._plan(policy, epsilon)
+        if weighted is None:
+            return 0.0
         solver, tree = self._solver(policy, weighted)
-        target = workload if tree is None else tree.workload(workload)
-        return 2.0 * solver.lstsq_frobenius_sq(target)
+        return 2.0 * solver.lstsq_frobenius_sq(tree.workload(workload))
 
     def __repr__(self) -> str:
         return f"OrderedHierarchical(fanout={self.fanout}, split={self.split})"

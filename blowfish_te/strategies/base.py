@@ -8,11 +8,14 @@ from ..workloads.base import CHUNK_ENTRIES, Workload
 
 
 class LeastSquares:
-    """Mixin for a strategy workload A (p × K) that solves its own least squares.
+    """Mixin for a strategy workload A (p × K) that carries its own linear estimator x̂ = A⁺ y.
 
     Subclasses implement ``_pinv_matmat`` (A⁺ on a (p, c) block) and ``_pinv_rmatmat`` ((A⁺)ᵀ on
-    a (K, c) block). For full-column-rank A these are exact, so the matrix mechanism's expected
-    total squared error 2 (Δ/ε)² ‖W A⁺‖_F² can be computed from either side.
+    a (K, c) block). A⁺ is exact least squares for full-column-rank A — except Privelet on a
+    domain padded to a power of two, whose estimator is the padded inverse restricted to the real
+    cells (unbiased, a few per cent above least squares). Either way the matrix mechanism's
+    expected total squared error 2 (Δ/ε)² ‖W A⁺‖_F² is exact for the estimator used, and is
+    computed from whichever side is smaller.
     """
 
     def _pinv_matmat(self, y: np.ndarray) -> np.ndarray:

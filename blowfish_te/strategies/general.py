@@ -31,11 +31,17 @@ class GeneralStrategy(LeastSquares, Workload):
         self.is_binary = base.is_binary
         k = base.size
         self._factor = self._sparse_lu = None
+        singular = f"strategy {base.name} does not have full column rank: AᵀA is singular"
         if k <= MAX_DENSE_CELLS:
+            gram = base.gram_matrix(max_entries=k * k)
             try:
-                self._factor = la.cho_factor(base.gram_matrix(max_entries=k * k), lower=True)
+                self._factor = la.cho_factor(gram, lower=True)
             except la.LinAlgError:
-                raise ValueError(f"strategy {base.name} does not have full column rank: AᵀA is singular") from None
+                raise ValueError(singular) from None
+            # a factor of a numerically singular matrix can still come out: check its pivots
+            pivots = np.diagonal(self._factor[0]) ** 2
+            if pivots.min() <= k * np.finfo(float).eps * max(np.diagonal(gram).max(), 1e-300):
+                raise ValueError(singular)
         else:
             try:
                 sparse = base.tosparse()
@@ -44,7 +50,10 @@ class GeneralStrategy(LeastSquares, Workload):
             if sparse is not None:
                 gram = sp.csc_array(sparse.T @ sparse)
                 if gram.nnz <= 50 * k:
-                    self._sparse_lu = splu(gram)
+                    try:
+                        self._sparse_lu = splu(gram)
+                    except RuntimeError:
+                        raise ValueError(f"strategy {base.name} does not have full column rank: AᵀA is singular") from None
             self._sparse = sparse
 
     def _solve(self, b: np.ndarray) -> np.ndarray:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import check_int
 from ..workloads.base import Workload
 from .hierarchy import Hierarchy, TreeStrategy
 
@@ -35,6 +36,8 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
     """The GreedyH strategy for ``workload``: a ``branching``-ary hierarchy with greedy weights."""
     if rule not in ("dawa", "exact"):
         raise ValueError(f"rule must be 'dawa' or 'exact', got {rule!r}")
+    branching = check_int(branching, "branching", minimum=2)
+    grid = check_int(grid, "grid", minimum=1)
     k = workload.size
     if k > MAX_GREEDY_CELLS:
         raise ValueError(f"GreedyH needs the dense Gram matrix; domains up to {MAX_GREEDY_CELLS} cells, got {k}")

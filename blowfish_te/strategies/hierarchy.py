@@ -123,7 +123,7 @@ class TreeStrategy(LeastSquares, Boxes):
     """
 
     def __init__(self, hierarchy: Hierarchy, weights, name: str | None = None):
-        weights = np.asarray(weights, dtype=np.float64).reshape(-1)
+        weights = np.array(weights, dtype=np.float64).reshape(-1)  # a copy: never the caller's array
         if weights.shape != (hierarchy.num_nodes,) or not np.isfinite(weights).all() or (weights < 0).any():
             raise ValueError(f"weights must be {hierarchy.num_nodes} finite non-negative numbers, one per node")
         measured = np.flatnonzero(weights > 0)
