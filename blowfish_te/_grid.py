@@ -12,6 +12,15 @@ def shape_label(shape: tuple[int, ...]) -> str:
     return str(shape[0]) if len(shape) == 1 else str(shape)
 
 
+def ceil_log(n: int, base: int) -> int:
+    """Smallest h >= 0 with base**h >= n, in integers (⌈log_base n⌉ for n >= 1)."""
+    h, reach = 0, 1
+    while reach < n:
+        reach *= base
+        h += 1
+    return h
+
+
 def strides(shape: tuple[int, ...]) -> np.ndarray:
     """Row-major strides of a grid, in cells."""
     return np.array([math.prod(shape[i + 1 :]) for i in range(len(shape))], dtype=np.int64)

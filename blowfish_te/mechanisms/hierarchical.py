@@ -14,19 +14,11 @@ import math
 
 import numpy as np
 
+from .._grid import ceil_log
 from .._validation import check_int
 from ..strategies import HaarStrategy, TreeStrategy, greedy_hierarchy, hierarchical
 from ..workloads import Workload
 from .base import LinearMechanism
-
-
-def _levels(n: int, b: int) -> int:
-    """Smallest h with b**h >= n."""
-    h, reach = 0, 1
-    while reach < n:
-        reach *= b
-        h += 1
-    return h
 
 
 def qardaji_branching(n: int) -> int:
@@ -42,7 +34,7 @@ def qardaji_branching(n: int) -> int:
     top = math.isqrt(n - 1) + 1  # smallest b with b² >= n
     best, best_b = math.inf, 2
     for b in list(range(2, top + 1)) + [n]:
-        h = _levels(n, b)
+        h = ceil_log(n, b)
         value = (b - 1) * h**3 - 2 * (b + 1) * h**2 / 3
         if value < best:
             best, best_b = value, b
@@ -55,7 +47,7 @@ def qardaji_branching_2d(side: int) -> int:
     side = check_int(side, "side", minimum=1)
     if side <= 2:
         return 2
-    return min(range(2, side + 1), key=lambda b: (b * _levels(side, b) ** 2, b))
+    return min(range(2, side + 1), key=lambda b: (b * ceil_log(side, b) ** 2, b))
 
 
 @functools.lru_cache(maxsize=16)
@@ -121,7 +113,7 @@ class QuadTree(LinearMechanism):
         self.budget = budget
 
     def strategy(self, workload: Workload) -> TreeStrategy:
-        height = max(_levels(k, 2) for k in workload.domain) + 1
+        height = max(ceil_log(k, 2) for k in workload.domain) + 1
         raw = 2.0 ** (np.arange(height) / 3) if self.budget == "geometric" else np.ones(height)
         return _cached_hierarchical(workload.domain, 2, True, tuple(raw / raw.sum()))
 

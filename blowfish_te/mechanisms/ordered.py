@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import isotonic_regression
 
+from .._grid import ceil_log
 from .._validation import check_epsilon, check_histogram, check_int
 from ..noise import RNGLike, check_rng, laplace
 from ..policies import Policy, line
@@ -147,18 +148,10 @@ def oh_constants(k: int, theta: int, fanout: int) -> tuple[float, float]:
     """c1 = 4(K - θ)/(K + 1) and c2 = 8(f - 1) h³ · K/(K + 1) of the seed's eq. (14), with the tree
     height h = ⌈log_f θ⌉ of the seed's construction (8h²/ε_H² per node, (f - 1)h nodes per query)."""
     c1 = 4.0 * (k - theta) / (k + 1)
-    h = _height(theta, fanout)
+    h = ceil_log(theta, fanout)
     c2 = 8.0 * (fanout - 1) * h**3 * k / (k + 1)
     return c1, c2
 
-
-def _height(theta: int, fanout: int) -> int:
-    """⌈log_f θ⌉ in integers."""
-    h, reach = 0, 1
-    while reach < theta:
-        reach *= fanout
-        h += 1
-    return h
 
 
 def oh_optimal_split(k: int, theta: int, fanout: int) -> float:
