@@ -34,6 +34,7 @@ __all__ = [
     "shortest_path",
     "mst",
     "candidates",
+    "edge_span",
 ]
 
 
@@ -238,7 +239,7 @@ def _build_candidates(policy: Policy) -> dict[str, Policy]:
         return trees
     trees["line"] = line(shape)
     if len(shape) == 1:
-        theta = _threshold_width(policy)
+        theta = edge_span(policy)
         if theta >= 2:
             trees["hub"] = hub(shape[0], theta)
     if len(shape) == 2:
@@ -247,9 +248,9 @@ def _build_candidates(policy: Policy) -> dict[str, Policy]:
     return trees
 
 
-def _threshold_width(policy: Policy) -> int:
-    """Largest |u - v| over the edges of a 1-D policy (θ for a threshold graph), block by block
-    without listing clique pairs."""
+def edge_span(policy: Policy) -> int:
+    """Largest |u - v| over the cell edges of a 1-D policy (θ for a threshold graph), block by
+    block without listing clique pairs; 0 when no edge joins two cells."""
     width = 0
     for block in policy.edge_blocks:
         if isinstance(block, OffsetEdges):

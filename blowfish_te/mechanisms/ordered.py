@@ -22,7 +22,7 @@ from ..policies import Policy, line
 from ..policies import from_edges as policies_from_edges
 from ..sensitivity import check_compatible, sensitivity
 from ..strategies import GeneralStrategy, Hierarchy
-from ..trees import _threshold_width
+from ..trees import edge_span
 from ..transform import transform
 from ..workloads import Boxes, Workload, as_workload
 from .base import Mechanism
@@ -193,7 +193,7 @@ class OrderedHierarchical(NativeMechanism):
 
     def _groups(self, policy: Policy) -> tuple[Boxes | None, Boxes | None, int]:
         k = policy.size
-        theta = max(1, min(_threshold_width(policy), k))
+        theta = max(1, min(edge_span(policy), k))
         ends = np.arange(theta - 1, k - 1, theta)
         if not _public_total(policy):
             ends = np.append(ends, k - 1)
