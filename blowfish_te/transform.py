@@ -182,6 +182,12 @@ class TransformedWorkload(Workload):
     def tosparse(self) -> sp.csr_array:
         return self.base.times_incidence(self.tree.child, self.tree.parent)
 
+    def max_abs_entry(self) -> float:
+        """A 0/1 workload's differences of two columns lie in {-1, 0, 1}."""
+        if self.base.is_binary:
+            return 1.0 if self.column_norms().max() > 0 else 0.0
+        return super().max_abs_entry()
+
 
 def transform(policy: Policy, tree: Policy | None = None) -> TreeTransform:
     """The exact transform of a forest policy, or of a spanning forest ``tree`` of a cyclic policy

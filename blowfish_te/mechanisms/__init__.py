@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from .base import LinearMechanism, Mechanism
+from .datadependent import AHP, DAWA, MWEM
 from .hierarchical import H2, HB, GreedyH, Privelet, QuadTree, qardaji_branching, qardaji_branching_2d
 from .laplace import DirectLaplace, Identity
 from .matrix import MatrixMechanism, NonNegative
 from .optimized import Optimized
 from .ordered import NativeMechanism, NativeRelease, Ordered, OrderedHierarchical
+from .ptt import PartitionThenTransform
 from .uniform import Uniform
 
 __all__ = [
@@ -29,6 +31,10 @@ __all__ = [
     "NativeRelease",
     "Ordered",
     "OrderedHierarchical",
+    "DAWA",
+    "MWEM",
+    "AHP",
+    "PartitionThenTransform",
     "qardaji_branching",
     "qardaji_branching_2d",
     "MECHANISMS",
@@ -38,7 +44,10 @@ __all__ = [
 #: Built-in mechanisms by name.
 MECHANISMS: dict[str, type[Mechanism]] = {
     cls.name: cls
-    for cls in (Identity, DirectLaplace, H2, HB, QuadTree, GreedyH, Privelet, Uniform, Optimized, Ordered, OrderedHierarchical)
+    for cls in (
+        Identity, DirectLaplace, H2, HB, QuadTree, GreedyH, Privelet, Uniform, Optimized,
+        Ordered, OrderedHierarchical, DAWA, MWEM, AHP, PartitionThenTransform,
+    )
 }
 
 

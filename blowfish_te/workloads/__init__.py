@@ -24,6 +24,7 @@ from ..noise import RNGLike, check_rng
 from .all_ranges import AllRanges
 from .base import Workload
 from .boxes import Boxes
+from .buckets import BucketWorkload
 from .matrix import MatrixWorkload
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Boxes",
     "AllRanges",
     "MatrixWorkload",
+    "BucketWorkload",
     "identity",
     "prefix",
     "all_ranges",

@@ -50,6 +50,9 @@ class AllRanges(Workload):
             out[:, col] = np.diagonal(table)
         return out
 
+    def max_abs_entry(self) -> float:
+        return 1.0
+
     def gram(self) -> LinearOperator:
         """WᵀW with entries (min(u, v) + 1)(k - max(u, v)), applied in O(k)."""
         return _AllRangesGram(self.size)

@@ -173,6 +173,15 @@ class Workload(LinearOperator):
         k = self.size
         return self.difference_norms(np.arange(k), np.full(k, k), norm)
 
+    def max_abs_entry(self) -> float:
+        """max |W[q, i]|: the unit-change sensitivity of any single query (generic: by columns)."""
+        m, k = self.shape
+        best = 0.0
+        step = max(1, CHUNK_ENTRIES // max(m, 1))
+        for start in range(0, k, step):
+            best = max(best, float(np.abs(self.columns(np.arange(start, min(start + step, k)))).max()))
+        return best
+
     def frobenius_sq(self) -> float:
         """‖W‖_F², the sum of squared entries."""
         return float(self.column_norms("l2sq").sum())

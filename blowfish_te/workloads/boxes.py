@@ -157,6 +157,9 @@ class Boxes(Workload):
         c = coords[:, None, :]
         return ((self.lo[None] <= c) & (c <= self.hi[None])).all(axis=2)
 
+    def max_abs_entry(self) -> float:
+        return 1.0 if self.weights is None else float(self.weights.max())
+
     # -- column norms -----------------------------------------------------------------------
     def _norm_weights(self, norm: str) -> np.ndarray | None:
         """Per-box weight of a column entry under ``norm``: w (L1) or w² (squared L2); None for 0/1."""

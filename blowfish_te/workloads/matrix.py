@@ -51,6 +51,9 @@ class MatrixWorkload(Workload):
     def tosparse(self) -> sp.csr_array:
         return self.matrix.copy()
 
+    def max_abs_entry(self) -> float:
+        return float(np.abs(self.matrix.data).max(initial=0.0))
+
     def gram_matrix(self, max_entries: int = MAX_DENSE_ENTRIES) -> np.ndarray:
         k = self.size
         if k * k > max_entries:

@@ -1,0 +1,244 @@
+"""Private partitions of a domain into buckets, and the quotient policy (SPEC §8).
+
+A partition is a label per cell (buckets 0..m-1). Costs follow DAWA (Li, Hay, Miklau, Wang 2014):
+a bucket b costs its L1 deviation Σ_{i∈b} |x_i - x̄_b| (the error of spreading its total evenly)
+plus 1/ε₂ (the noise of measuring it).
+
+Privacy arguments are for unit changes of x (one record added or removed). A record moved along a
+policy edge is a removal plus an addition, so a partition private at ε₁/2 for unit changes is
+(ε₁, G)-Blowfish for every policy G.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+
+from ._validation import check_epsilon, check_histogram, check_int
+from .noise import RNGLike, check_rng, laplace
+from .policies import Policy, from_edges
+
+__all__ = [
+    "interval_deviations",
+    "dawa_partition",
+    "best_interval_partition",
+    "matching_partition",
+    "noisy_pairing_partition",
+    "optimal_pairing",
+    "quotient_policy",
+    "MAX_EXACT_DAWA",
+    "MAX_MATCHING",
+]
+
+#: Largest domain for DAWA's exact O(K²)-interval dynamic program.
+MAX_EXACT_DAWA = 1024
+#: Largest domain for DAWA's dyadic-interval partition (every window is sorted).
+MAX_DAWA = 16384
+#: Largest domain for the seed's exact max-weight matching (O(K³)).
+MAX_MATCHING = 256
+
+
+def interval_deviations(x: np.ndarray, length: int) -> np.ndarray:
+    """Σ |x_i - mean| over every window of ``length`` consecutive cells (one value per start).
+
+    Uses Σ|x_i - μ| = 2 Σ_{x_i > μ} (x_i - μ): each window is sorted once (a strided view).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    windows = np.lib.stride_tricks.sliding_window_view(x, length)
+    mean = windows.mean(axis=1)
+    ordered = np.sort(windows, axis=1)
+    above = ordered > mean[:, None]
+    return 2.0 * ((ordered - mean[:, None]) * above).sum(axis=1)
+
+
+def _dawa_scale(epsilon: float) -> float:
+    """Laplace scale for each interval's noisy cost: 4/ε.
+
+    Report-noisy-min over partitions (the seed's Thm 5.2 argument): fix the output partition P and
+    the interval B of P holding the changed cell; P wins iff B's noise clears a threshold set by the
+    other noises. A unit change moves B's deviation by at most 2(1 - 1/|B|) and the best competing
+    partition's cost (which holds exactly one interval with that cell) by at most 2 as well, so
+    the threshold moves by at most 4, and Laplace(4/ε) noise keeps every probability within e^ε.
+    (DAWA's code uses 2/ε, for which this argument gives only 2ε.)
+    """
+    return 4.0 / epsilon
+
+
+def dawa_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None, exact: bool = False) -> np.ndarray:
+    """DAWA's private partition of an ordered domain into intervals (Li et al. 2014, step 1).
+
+    Minimises Σ_buckets max(1/ε₂, dev(B) + 1/ε₂ + Lap(4/ε)) over partitions into intervals, by
+    dynamic programming: over all intervals (``exact=True``, O(K²) candidates, K <= 1024) or over
+    intervals of dyadic length at every start (DAWA's approximate variant, O(K log K) candidates).
+    Singletons cost exactly 1/ε₂ (no noise: their deviation is 0 for every dataset).
+
+    Privacy: ε-DP for unit changes of x (see :func:`_dawa_scale`); only the partition is released.
+    Returns bucket labels 0..m-1 in cell order.
+    """
+    x = np.asarray(x, dtype=np.float64).reshape(-1)
+    epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
+    k = x.size
+    if exact and k > MAX_EXACT_DAWA:
+        raise ValueError(f"the exact DAWA partition handles up to {MAX_EXACT_DAWA} cells, got {k}: use exact=False")
+    if not exact and k > MAX_DAWA:
+        raise ValueError(f"the DAWA partition handles up to {MAX_DAWA} cells (it sorts every dyadic window), got {k}")
+    return best_interval_partition(_interval_scores(x, epsilon, epsilon2, check_rng(rng), exact))
+
+
+def _interval_scores(x: np.ndarray, epsilon: float, epsilon2: float, gen, exact: bool) -> dict:
+    """{length: noisy score of the interval of that length at every start}."""
+    k = x.size
+    lengths = range(1, k + 1) if exact else [1 << j for j in range(int(math.log2(k)) + 1)]
+    penalty, scale = 1.0 / epsilon2, _dawa_scale(epsilon)
+    scores = {}
+    for length in lengths:
+        if length == 1:
+            scores[1] = np.full(k, penalty)
+            continue
+        dev = interval_deviations(x, length)
+        scores[length] = np.maximum(penalty, dev + penalty + laplace(scale, dev.size, gen))
+    return scores
+
+
+def best_interval_partition(scores: dict) -> np.ndarray:
+    """Labels of the partition into intervals with the least total score (dynamic program over
+    right ends; ties go to the longer interval). ``scores[length][start]`` scores one interval."""
+    k = scores[1].size
+    best = np.zeros(k + 1)
+    choice = np.zeros(k + 1, dtype=np.int64)
+    for end in range(1, k + 1):  # best[end]: cells 0..end-1 partitioned
+        options = [(best[end - n] + scores[n][end - n], -n) for n in scores if n <= end]
+        value, negative = min(options)
+        best[end], choice[end] = value, -negative
+    bounds, end = [], k
+    while end > 0:
+        bounds.append((end - choice[end], end))
+        end -= choice[end]
+    labels = np.empty(k, dtype=np.int64)
+    for bucket, (start, stop) in enumerate(reversed(bounds)):
+        labels[start:stop] = bucket
+    return labels
+
+
+def optimal_pairing(values, penalty: float) -> np.ndarray:
+    """Minimum-cost partition into buckets of size <= 2: a pair {i, j} costs |v_i - v_j| + penalty,
+    a singleton penalty. Pairing helps only below a gap of ``penalty``, and by exchange an optimal
+    pairing uses neighbours in sorted order, so a dynamic program over the sorted values is exact:
+    O(K log K). Returns labels 0..m-1."""
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    order = np.argsort(values, kind="stable")
+    gaps = np.diff(values[order])
+    n = values.size
+    best = np.zeros(n + 1)
+    paired = np.zeros(n + 1, dtype=bool)
+    for i in range(2, n + 1):  # saving of pairing sorted neighbours i-2, i-1
+        pair = best[i - 2] + (penalty - gaps[i - 2])
+        if pair > best[i - 1]:
+            best[i], paired[i] = pair, True
+        else:
+            best[i] = best[i - 1]
+    labels = np.empty(n, dtype=np.int64)
+    i, bucket = n, 0
+    while i > 0:
+        if paired[i]:
+            labels[order[i - 2 : i]] = bucket
+            i -= 2
+        else:
+            labels[order[i - 1]] = bucket
+            i -= 1
+        bucket += 1
+    return labels
+
+
+def noisy_pairing_partition(x, policy: Policy, epsilon: float, epsilon2: float, rng: RNGLike = None) -> np.ndarray:
+    """Buckets of size <= 2 from Laplace-noisy counts (the post-processing matching variant).
+
+    Privacy: x + Lap(Δ_G(I)/ε)^K is (ε, G)-Blowfish, Δ_G(I) computed from the policy's edges (2 for
+    an edge between cells, 1 for an edge to ⊥); the minimum-cost pairing of the noisy counts
+    (:func:`optimal_pairing`, cost |x̃_i - x̃_j| + 1/ε₂ per pair, 1/ε₂ per singleton) is post-processing.
+    """
+    from .sensitivity import sensitivity
+    from .workloads import identity
+
+    x = check_histogram(x, policy.shape)
+    epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
+    delta = sensitivity(identity(policy.shape), policy)
+    noisy = x + laplace(delta / epsilon, x.size, check_rng(rng))
+    return optimal_pairing(noisy, 1.0 / epsilon2)
+
+
+def matching_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None) -> np.ndarray:
+    """The seed's matching partition (Anuarbek §5.2): max-weight matching with noisy edge weights.
+
+    Each cell i is a primary vertex with a secondary twin; a pair edge (i, j) weighs
+    2C - (|x_i - x_j| + 1/ε₂), a twin edge (i, i') C - 1/ε₂, twins are joined by weight-0 edges, and
+    every weight gets Laplace(2/ε) noise; C keeps weights positive. The max-weight perfect matching
+    gives buckets of size <= 2 (exact blossom algorithm of networkx, O(K³): K <= 256).
+
+    Privacy: ε-DP for unit changes (seed Thm 5.2): every candidate matching covers each cell once,
+    so a unit change moves the chosen matching's weight and the best competitor's by at most 1 each,
+    and Laplace(2/ε) noise on the covering edge keeps probabilities within e^ε.
+    """
+    x = np.asarray(x, dtype=np.float64).reshape(-1)
+    epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
+    gen = check_rng(rng)
+    k = x.size
+    if k > MAX_MATCHING:
+        raise ValueError(
+            f"the exact matching partition handles up to {MAX_MATCHING} cells (O(K³)), got {k}: "
+            "use noisy_pairing_partition, whose privacy is post-processing"
+        )
+    i, j = np.triu_indices(k, 1)
+    pair = -(np.abs(x[i] - x[j]) + 1.0 / epsilon2) + laplace(2.0 / epsilon, i.size, gen)
+    twin = -np.full(k, 1.0 / epsilon2) + laplace(2.0 / epsilon, k, gen)
+    shift = 1.0 - min(pair.min(initial=0.0) / 2, twin.min())  # C: every weight positive
+    g = nx.Graph()
+    g.add_weighted_edges_from(zip(i.tolist(), j.tolist(), (pair + 2 * shift).tolist()))
+    g.add_weighted_edges_from((c, k + c, float(w)) for c, w in enumerate(twin + shift))
+    g.add_weighted_edges_from((k + a, k + b, 0.0) for a, b in zip(i.tolist(), j.tolist()))
+    matching = nx.max_weight_matching(g, maxcardinality=True)
+    labels = np.full(k, -1, dtype=np.int64)
+    bucket = 0
+    for a, b in sorted(tuple(sorted(e)) for e in matching):
+        if a < k and b < k:
+            labels[[a, b]] = bucket
+        elif a < k:
+            labels[a] = bucket
+        else:
+            continue
+        bucket += 1
+    return labels
+
+
+def quotient_policy(policy: Policy, labels) -> Policy:
+    """G': merge each bucket into one vertex; buckets are adjacent when any of their cells are
+    adjacent in G (self-loops dropped), and a bucket meets ⊥ when any of its cells does.
+
+    A G-neighbour pair of histograms maps to bucket histograms that are equal (a move inside a
+    bucket) or G'-neighbours, so (ε, G')-Blowfish on bucket counts is (ε, G)-Blowfish on x
+    (Anuarbek Lemma 4.1).
+    """
+    labels = np.asarray(labels).reshape(-1)
+    k = policy.size
+    if labels.shape != (k,) or labels.dtype.kind not in "iu":
+        raise ValueError(f"labels must be {k} integer bucket labels, one per cell")
+    m = int(labels.max()) + 1
+    if labels.min() < 0 or np.unique(labels).size != m:
+        raise ValueError("labels must number the buckets 0..m-1, each used")
+    extended = np.append(labels, m)  # ⊥ maps to ⊥ (index m of the quotient)
+    pairs = []
+    from .policies import CliqueEdges
+
+    for block in policy.edge_blocks:
+        if isinstance(block, CliqueEdges):  # the quotient of a clique is a clique on its buckets
+            buckets = np.unique(labels[block.cells])
+            a, b = np.triu_indices(buckets.size, 1)
+            pairs.append(np.stack([buckets[a], buckets[b]], axis=1))
+        else:
+            u, v = block.pairs(policy.shape)
+            pairs.append(np.stack([extended[u], extended[v]], axis=1))
+    edges = np.concatenate(pairs) if pairs else np.zeros((0, 2), dtype=np.int64)
+    edges = edges[edges[:, 0] != edges[:, 1]]
+    return from_edges(m, edges)

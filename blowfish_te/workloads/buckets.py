@@ -1,0 +1,43 @@
+"""A workload seen through a partition: the queries on bucket totals spread evenly over cells."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .base import Workload, as_block
+
+
+class BucketWorkload(Workload):
+    """W E over m buckets, E[i, b] = 1/|b| for the cells i of bucket b: the answers W x̂ when each
+    bucket's total is spread evenly over its cells (DAWA's reduced workload)."""
+
+    def __init__(self, base: Workload, labels):
+        labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+        if labels.shape != (base.size,) or labels.min(initial=0) < 0:
+            raise ValueError(f"labels must give one bucket in 0..m-1 for each of the {base.size} cells")
+        sizes = np.bincount(labels)
+        if (sizes == 0).any():
+            raise ValueError("labels must number the buckets 0..m-1, each used")
+        self.base = base
+        self.labels = labels
+        self.sizes = sizes
+        self._spread = sp.csr_array((1.0 / sizes[labels], (np.arange(labels.size), labels)), shape=(labels.size, sizes.size))
+        super().__init__((sizes.size,), base.num_queries, f"{base.name} on {sizes.size} buckets")
+
+    def expand(self, totals: np.ndarray) -> np.ndarray:
+        """Cell estimates from bucket totals, uniform within each bucket."""
+        return self._spread @ np.asarray(totals, dtype=np.float64)
+
+    def _matmat(self, y):
+        return self.base._matmat(self.expand(as_block(y)))
+
+    def _rmatmat(self, z):
+        return self._spread.T @ self.base._rmatmat(as_block(z))
+
+    def gram_matrix(self, max_entries: int = 2**26) -> np.ndarray:
+        m = self.size
+        if m * m > max_entries:
+            raise ValueError(f"the Gram matrix of {self.name} would have {m * m} entries (limit {max_entries})")
+        spread = self._spread.toarray()
+        return np.asarray(self._spread.T @ self.base.gram().matmat(spread), dtype=np.float64)
