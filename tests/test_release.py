@@ -163,7 +163,7 @@ GOOD = dict(workload=wl.prefix(4), x=np.array([1, 2, 3, 4]), policy=policies.lin
         (dict(epsilon="1"), TypeError, "epsilon"),
         (dict(workload=wl.prefix(5)), ValueError, "cells"),
         (dict(policy="line"), TypeError, "policy"),
-        (dict(mechanism="gaussian"), ValueError, "unknown mechanism 'gaussian'; known mechanisms: greedyh, h2, hb, identity, laplace"),
+        (dict(mechanism="gaussian"), ValueError, "unknown mechanism 'gaussian'; known mechanisms: .*identity, laplace"),
         (dict(mechanism=3), TypeError, "mechanism"),
         (dict(route="tree"), ValueError, "route"),
         (dict(rng=-1), ValueError, "rng"),
