@@ -54,14 +54,15 @@ def interval_deviations(x: np.ndarray, length: int) -> np.ndarray:
 
 
 def _dawa_scale(epsilon: float) -> float:
-    """Laplace scale for each interval's noisy cost: 4/ε.
+    """Laplace scale for every interval's noisy cost, singletons included: 4/ε.
 
     Report-noisy-min over partitions (the seed's Thm 5.2 argument): fix the output partition P and
-    the interval B of P holding the changed cell; P wins iff B's noise clears a threshold set by the
-    other noises. A unit change moves B's deviation by at most 2(1 - 1/|B|) and the best competing
-    partition's cost (which holds exactly one interval with that cell) by at most 2 as well, so
-    the threshold moves by at most 4, and Laplace(4/ε) noise keeps every probability within e^ε.
-    (DAWA's code uses 2/ε, for which this argument gives only 2ε.)
+    the interval B of P holding the changed cell; condition on every other interval's noise; P wins
+    iff B's own noise clears a threshold. A unit change moves B's deviation by at most 2(1 - 1/|B|)
+    and the best competing partition's cost (which holds exactly one interval with that cell) by at
+    most 2, so the threshold moves by at most 4, and Laplace(4/ε) noise on B keeps the probability
+    within e^ε. Every interval must carry its own noise (singletons too) and costs must not be
+    clipped, or the argument fails. (DAWA's code uses 2/ε, noiseless singletons and a clip at 1/ε₂.)
     """
     return 4.0 / epsilon
 
@@ -69,15 +70,14 @@ def _dawa_scale(epsilon: float) -> float:
 def dawa_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None, exact: bool = False) -> np.ndarray:
     """DAWA's private partition of an ordered domain into intervals (Li et al. 2014, step 1).
 
-    Minimises Σ_buckets max(1/ε₂, dev(B) + 1/ε₂ + Lap(4/ε)) over partitions into intervals, by
-    dynamic programming: over all intervals (``exact=True``, O(K²) candidates, K <= 1024) or over
-    intervals of dyadic length at every start (DAWA's approximate variant, O(K log K) candidates).
-    Singletons cost exactly 1/ε₂ (no noise: their deviation is 0 for every dataset).
+    Minimises Σ_buckets (dev(B) + 1/ε₂ + Lap(4/ε)) over partitions into intervals, by dynamic
+    programming: over all intervals (``exact=True``, O(K²) candidates, K <= 1024) or over intervals
+    of dyadic length at every start (DAWA's approximate variant, O(K log K) candidates).
 
     Privacy: ε-DP for unit changes of x (see :func:`_dawa_scale`); only the partition is released.
     Returns bucket labels 0..m-1 in cell order.
     """
-    x = np.asarray(x, dtype=np.float64).reshape(-1)
+    x = check_histogram(x, (np.size(x),)).astype(np.float64)
     epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
     k = x.size
     if exact and k > MAX_EXACT_DAWA:
@@ -93,12 +93,9 @@ def _interval_scores(x: np.ndarray, epsilon: float, epsilon2: float, gen, exact:
     lengths = range(1, k + 1) if exact else [1 << j for j in range(int(math.log2(k)) + 1)]
     penalty, scale = 1.0 / epsilon2, _dawa_scale(epsilon)
     scores = {}
-    for length in lengths:
-        if length == 1:
-            scores[1] = np.full(k, penalty)
-            continue
-        dev = interval_deviations(x, length)
-        scores[length] = np.maximum(penalty, dev + penalty + laplace(scale, dev.size, gen))
+    for length in lengths:  # every interval gets its own noise, and no cost is clipped
+        dev = interval_deviations(x, length) if length > 1 else np.zeros(k)
+        scores[length] = dev + penalty + laplace(scale, dev.size, gen)
     return scores
 
 
@@ -181,7 +178,7 @@ def matching_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None) 
     so a unit change moves the chosen matching's weight and the best competitor's by at most 1 each,
     and Laplace(2/ε) noise on the covering edge keeps probabilities within e^ε.
     """
-    x = np.asarray(x, dtype=np.float64).reshape(-1)
+    x = check_histogram(x, (np.size(x),)).astype(np.float64)
     epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
     gen = check_rng(rng)
     k = x.size

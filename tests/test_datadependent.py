@@ -211,11 +211,44 @@ def test_partition_then_transform_arguments():
 
 
 @pytest.mark.skipif(not (DATA / "1D" / "HEPTH.npy").exists(), reason="DPBench data not beside the clone")
-@pytest.mark.parametrize("mech, low, high", [(M.DAWA(0.25), 140, 200), (M.AHP(), 2400 * 0.9, 2400 * 1.1), (M.MWEM(), 1000 * 0.9, 1200)],
-                         ids=["dawa", "ahp", "mwem"])
+@pytest.mark.parametrize("mech, low, high", [
+    # DPBench's DAWA reaches 140-200 with a partition that is not ε-DP (noiseless singletons,
+    # clipped costs, Laplace(2/ε)): ours is provably private and lands at ≈ 275 (20 trials).
+    (M.DAWA(0.25), 200, 350),
+    (M.AHP(), 2400 * 0.9, 2400 * 1.1),
+    (M.MWEM(), 1000 * 0.9, 1200),
+], ids=["dawa", "ahp", "mwem"])
 def test_peer_regression_targets(mech, low, high):
     x = np.load(DATA / "1D" / "HEPTH.npy")
     w = wl.prefix(4096)
     truth = w @ x
     errors = [np.mean((bt.answer(w, x, policies.unbounded(4096), 0.1, mech, rng=t).answers - truth) ** 2) for t in range(20)]
     assert low <= math.sqrt(np.mean(errors)) <= high
+
+
+def test_dawa_partition_singleton_event_at_an_adversarial_neighbour():
+    """Review finding (privacy): with noiseless singletons and clipped costs, 'cell 8 is a bucket
+    of its own' had log-ratio ≈ 2 between x = 0 and x = e_8 at ε = 1. Now within ε."""
+    k, cell, eps, trials = 16, 8, 1.0, 6000
+    x = np.zeros(k, dtype=int)
+    y = x.copy()
+    y[cell] = 1
+
+    def alone(data, offset):
+        hits = 0
+        for t in range(trials):
+            labels = dawa_partition(data, eps, 2.0, rng=offset + t)
+            hits += (labels == labels[cell]).sum() == 1
+        return hits
+
+    assert _within({"alone": alone(x, 0), "with others": trials - alone(x, 0)},
+                   {"alone": alone(y, 10**6), "with others": trials - alone(y, 10**6)}, eps, trials)
+
+
+def test_partitions_and_mwem_inputs():
+    with pytest.raises(ValueError, match="negative"):
+        dawa_partition([-5, 2, 1, 1], 1.0, 1.0, rng=0)
+    with pytest.raises(ValueError, match="fractional"):
+        matching_partition([2.5, 1, 1, 0], 1.0, 1.0, rng=0)
+    assert np.isfinite(M.MWEM().run(wl.prefix(8), np.full(8, 1000), 1e-4, rng=2)).all()
+    assert np.isfinite(M.MWEM(total=10.0).run(wl.prefix(8), np.full(8, 1000), 1e-3, rng=0)).all()

@@ -96,6 +96,7 @@ class MWEM(Mechanism):
         eps_measure = (1 - self.ratio) * epsilon / rounds
         delta = workload.max_abs_entry()
         truth = np.asarray(workload.matvec(x), dtype=np.float64)
+        log_weights = np.zeros(k)  # estimate = total · softmax(log_weights): no overflow
         estimate = np.full(k, total / k)
         chosen = np.zeros(m, dtype=bool)
         rows, measured = [], []
@@ -111,8 +112,10 @@ class MWEM(Mechanism):
             measured.append(truth[q] + laplace(delta / eps_measure, 1, gen)[0])
             for _ in range(self.updates):
                 for row, value in zip(rows, measured):
-                    estimate *= np.exp(row * (value - row @ estimate) / (2 * total))
-                    estimate *= total / estimate.sum()
+                    log_weights += row * (value - row @ estimate) / (2 * total)
+                    log_weights -= log_weights.max()
+                    weights = np.exp(log_weights)
+                    estimate = total * weights / weights.sum()
         return np.asarray(workload.matvec(estimate), dtype=np.float64)
 
     def __repr__(self) -> str:
