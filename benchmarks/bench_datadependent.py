@@ -12,7 +12,7 @@ import numpy as np
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te.partitions import dawa_partition, noisy_pairing_partition
+from blowfish_te.partitions import dawa_partition, matching_partition, noisy_pairing_partition
 
 
 def best(fn, repeat: int = 3) -> float:
@@ -39,6 +39,9 @@ def main() -> None:
     xb = datasets.synthetic(big, 10**7, rng=0)
     line = policies.line(big)
     rows.append(("noisy pairing partition, K = 10^6", best(lambda: noisy_pairing_partition(xb, line, 0.05, 0.05, rng=1), 1), "< 10 s"))
+    for small in (128, 256):
+        xs = datasets.synthetic(small, 10_000, rng=0)
+        rows.append((f"seed's exact matching partition, K = {small}", best(lambda: matching_partition(xs, 0.05, 0.05, rng=1), 1), ""))
     for label, seconds, target in rows:
         print(f"{label:<46} {seconds:8.3f} s   {target}")
 

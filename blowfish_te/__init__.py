@@ -8,7 +8,8 @@ Quick start::
     release.answers, release.expected_mse
 """
 
-from . import mechanisms, policies, trees, workloads
+from . import budget, mechanisms, policies, trees, workloads
+from .budget import BudgetAccountant, BudgetExceededError
 from .mechanisms import LinearMechanism, Mechanism
 from .policies import BOTTOM, Policy
 from .release import Plan, Release, answer, plan
@@ -21,6 +22,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BOTTOM",
+    "BudgetAccountant",
+    "BudgetExceededError",
     "CyclicPolicyError",
     "LinearMechanism",
     "Mechanism",
@@ -31,6 +34,7 @@ __all__ = [
     "TreeTransform",
     "Workload",
     "answer",
+    "budget",
     "mechanisms",
     "plan",
     "policies",

@@ -11,15 +11,30 @@ import numbers
 
 import numpy as np
 
+#: ε outside [MIN_EPSILON, MAX_EPSILON] is refused: noise scales Δ/ε (Δ <= 2**53) and their squares
+#: (analytic errors, AHP's costs) must stay inside float64 range. No privacy analysis needs more.
+MIN_EPSILON, MAX_EPSILON = 1e-100, 1e100
 
-def check_int(value, name: str, minimum: int | None = None) -> int:
-    """Return ``value`` as an ``int``; reject bools, floats and values below ``minimum``."""
+#: Most cells a domain may have: an int64 histogram of 2**31 cells takes 16 GiB, and keys
+#: u·(K + 1) + v of cell pairs stay exact in int64.
+MAX_CELLS = 2**31
+
+
+def check_int(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as an ``int``; reject bools, floats and values outside [minimum, maximum]."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an integer <= {maximum}, got {value}")
     return value
+
+
+def check_size(value, name: str = "k") -> int:
+    """Return a number of cells: an integer in [1, MAX_CELLS]."""
+    return check_int(value, name, minimum=1, maximum=MAX_CELLS)
 
 
 def check_shape(shape, name: str = "shape") -> tuple[int, ...]:
@@ -39,16 +54,52 @@ def check_shape(shape, name: str = "shape") -> tuple[int, ...]:
             raise TypeError(f"{name}[{i}] must be an integer, got {k!r} in {shape!r}")
         if k < 1:
             raise ValueError(f"{name}[{i}] must be >= 1 (no empty axes), got {int(k)} in {shape!r}")
-    return tuple(int(k) for k in axes)
+    axes = tuple(int(k) for k in axes)
+    if math.prod(axes) > MAX_CELLS:
+        raise ValueError(f"{name} {axes} has {math.prod(axes)} cells, more than the {MAX_CELLS} (MAX_CELLS) allowed")
+    return axes
+
+
+def is_int(value) -> bool:
+    """Whether ``value`` is an integer (Python or numpy), bools excluded."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _bounds(minimum: float | None, maximum: float | None, exclusive: bool) -> str:
+    if minimum is not None and maximum is not None:
+        return f"{'strictly ' if exclusive else ''}between {minimum:g} and {maximum:g}"
+    if minimum is not None:
+        return f"{'>' if exclusive else '>='} {minimum:g}"
+    return f"{'<' if exclusive else '<='} {maximum:g}"
+
+
+def check_real(value, name: str, minimum: float | None = None, maximum: float | None = None, *, exclusive: bool = False) -> float:
+    """Return ``value`` as a finite float in [minimum, maximum] (the open interval if ``exclusive``);
+    bools and anything that is not a real number are refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    below = minimum is not None and (value <= minimum if exclusive else value < minimum)
+    above = maximum is not None and (value >= maximum if exclusive else value > maximum)
+    if below or above:
+        raise ValueError(f"{name} must be {_bounds(minimum, maximum, exclusive)}, got {value!r}")
+    return value
 
 
 def check_epsilon(epsilon, name: str = "epsilon") -> float:
-    """Return ε as a float; it must be a finite real number > 0."""
+    """Return ε as a float; it must be a finite real number > 0, within [MIN_EPSILON, MAX_EPSILON]."""
     if isinstance(epsilon, (bool, np.bool_)) or not isinstance(epsilon, numbers.Real):
         raise TypeError(f"{name} must be a real number > 0, got {epsilon!r} ({type(epsilon).__name__})")
     value = float(epsilon)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {epsilon!r}")
+    if not MIN_EPSILON <= value <= MAX_EPSILON:
+        raise ValueError(
+            f"{name} must be between {MIN_EPSILON:g} and {MAX_EPSILON:g} (beyond them noise scales leave "
+            f"floating-point range), got {epsilon!r}"
+        )
     return value
 
 
@@ -58,6 +109,33 @@ def _first_bad(mask: np.ndarray, values: np.ndarray) -> str:
     return f"{count} such entr{'y' if count == 1 else 'ies'}, first at flat index {index}: {values.ravel()[index]!r}"
 
 
+def as_array(value, name: str) -> np.ndarray:
+    """``np.asarray(value)``, refusing what numpy cannot convert (ragged nested lists) by name."""
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array, could not convert it: {exc}") from None
+
+
+def check_real_array(values, name: str, ndim: int | None = None, minimum: float | None = None) -> np.ndarray:
+    """Return a float64 copy of ``values``: finite real numbers (no bools, strings, objects or complex),
+    ``ndim`` dimensions if given, all >= ``minimum`` if given."""
+    arr = as_array(values, name)
+    if arr.dtype == bool or arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D array, got shape {arr.shape}")
+    arr = arr.astype(np.float64)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(f"{name} must hold finite numbers, found NaN or infinity: {_first_bad(bad, arr)}")
+    if minimum is not None:
+        bad = arr < minimum
+        if bad.any():
+            raise ValueError(f"{name} must hold numbers >= {minimum:g}: {_first_bad(bad, arr)}")
+    return arr
+
+
 def check_histogram(x, shape: tuple[int, ...], name: str = "x") -> np.ndarray:
     """Return a copy of ``x`` as a flat int64 histogram of ``prod(shape)`` counts.
 
@@ -65,10 +143,7 @@ def check_histogram(x, shape: tuple[int, ...], name: str = "x") -> np.ndarray:
     numbers (integral floats such as ``3.0`` are accepted); anything else raises.
     """
     size = math.prod(shape)
-    try:
-        arr = np.asarray(x)
-    except Exception as exc:  # e.g. ragged nested lists
-        raise TypeError(f"{name} must be an array of counts, could not convert it: {exc}") from None
+    arr = as_array(x, name)
     if arr.dtype == bool:
         raise TypeError(f"{name} must hold numeric counts, got a boolean array")
     if arr.dtype.kind not in "iuf":
@@ -94,7 +169,7 @@ def check_histogram(x, shape: tuple[int, ...], name: str = "x") -> np.ndarray:
 
 def check_index_array(values, name: str, upper: int) -> np.ndarray:
     """Return a 1-D int64 array with all entries in ``[0, upper]`` (inclusive)."""
-    arr = np.asarray(values)
+    arr = as_array(values, name)
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
     if arr.dtype == bool or arr.dtype.kind not in "iu":

@@ -1,5 +1,6 @@
-"""Datasets: DPBench histograms from a data directory, and a built-in synthetic histogram so that
-examples, the demo and the tests run without external data."""
+"""Datasets: DPBench histograms from a data directory, the DPBench data generator, and built-in
+synthetic histograms so that examples, the demo, the tests and tiny suites run without external
+data (SPEC §11)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import pathlib
 
 import numpy as np
 
-from ._validation import check_histogram, check_int
+from ._validation import check_histogram, check_int, check_shape
 from .noise import RNGLike, check_rng
 
-__all__ = ["DATA_DIR_ENV", "data_dir", "load", "synthetic"]
+__all__ = ["BUILTIN", "DATA_DIR_ENV", "available", "coarsen", "data_dir", "dpbench_sample", "load", "synthetic", "synthetic_2d"]
 
 #: Environment variable naming the DPBench data directory (with ``1D/`` and ``2D/`` inside).
 DATA_DIR_ENV = "BLOWFISH_TE_DATA"
@@ -29,14 +30,54 @@ def data_dir(path=None) -> pathlib.Path:
 
 
 def load(name: str, data_dir_path=None) -> np.ndarray:
-    """A DPBench histogram by name (e.g. ``"HEPTH"`` from ``1D/``, ``"GOWALLA"`` from ``2D/``)."""
+    """A histogram by name: a built-in one (:data:`BUILTIN`, no data directory needed) or a DPBench
+    histogram from the data directory (e.g. ``"HEPTH"`` from ``1D/``, ``"GOWALLA"`` from ``2D/``)."""
+    if not isinstance(name, str):
+        raise TypeError(f"dataset name must be a string, got {name!r}")
+    if name in BUILTIN:
+        return BUILTIN[name]()
+    if not name or any(ch in name for ch in "*?[]/\\") or name.startswith("."):
+        raise ValueError(f"dataset name {name!r} must be a plain name such as 'HEPTH' (no wildcards or paths)")
     folder = data_dir(data_dir_path)
     matches = sorted(folder.glob(f"*/{name}.npy"))
     if not matches:
-        known = sorted(p.stem for p in folder.glob("*/*.npy"))
+        known = sorted(BUILTIN) + sorted(p.stem for p in folder.glob("*/*.npy"))
         raise ValueError(f"unknown dataset {name!r} in {str(folder)!r}; known datasets: {', '.join(known)}")
     counts = np.load(matches[0], allow_pickle=False)
     return check_histogram(counts, counts.shape, name=name).reshape(counts.shape)
+
+
+def available(data_dir_path=None) -> dict[str, tuple[int, ...]]:
+    """Every loadable dataset name with its native shape: the built-in ones, then those of the data
+    directory when one is given or set."""
+    names = {name: make().shape for name, make in BUILTIN.items()}
+    if data_dir_path is not None or os.environ.get(DATA_DIR_ENV):
+        for path in sorted(data_dir(data_dir_path).glob("*/*.npy")):
+            names[path.stem] = tuple(np.load(path, mmap_mode="r").shape)
+    return names
+
+
+def coarsen(x, domain) -> np.ndarray:
+    """Sum adjacent cells of ``x`` down to ``domain`` (each axis of ``x`` a multiple of ``domain``'s),
+    DPBench's reduction from the native domain: ``x.reshape(d, -1).sum(1)`` per axis."""
+    x = np.asarray(x)
+    domain = check_shape(domain, "domain")
+    if len(domain) != x.ndim or any(n % d for n, d in zip(x.shape, domain)):
+        raise ValueError(f"domain {domain} must have one axis per data axis, each dividing the data's shape {x.shape}")
+    blocks = [axis for d, n in zip(domain, x.shape) for axis in (d, n // d)]
+    return x.reshape(blocks).sum(axis=tuple(range(1, 2 * x.ndim, 2)))
+
+
+def dpbench_sample(x, scale: int, domain=None, rng: RNGLike = 0) -> np.ndarray:
+    """DPBench's data generator (Hay et al. 2016, SPEC §11): ``scale`` records drawn i.i.d. from the
+    shape p = x / ‖x‖₁ at the native domain, then adjacent cells summed down to ``domain``."""
+    x = check_histogram(x, np.shape(x), name="x").reshape(np.shape(x))
+    scale = check_int(scale, "scale", minimum=1)
+    total = x.sum()
+    if total == 0:
+        raise ValueError("x has no records: its shape x / ‖x‖₁ is undefined")
+    sample = check_rng(rng).multinomial(scale, (x / total).ravel()).reshape(x.shape)
+    return coarsen(sample, x.shape if domain is None else domain).astype(np.int64)
 
 
 def synthetic(k: int = 100, n: int = 10_000, rng: RNGLike = 0) -> np.ndarray:
@@ -54,3 +95,22 @@ def synthetic(k: int = 100, n: int = 10_000, rng: RNGLike = 0) -> np.ndarray:
     )
     p = 0.95 * shape / shape.sum() + 0.05 / k
     return check_rng(rng).multinomial(n, p / p.sum()).astype(np.int64)
+
+
+def synthetic_2d(shape=(64, 64), n: int = 100_000, rng: RNGLike = 0) -> np.ndarray:
+    """A clustered 2-D histogram of ``n`` records (three Gaussian blobs over a 5% uniform floor), as
+    locations on a map would be; the same ``rng`` seed gives the same histogram."""
+    rows, cols = check_shape(shape, "shape")
+    n = check_int(n, "n", minimum=0)
+    r, c = np.meshgrid((np.arange(rows) + 0.5) / rows, (np.arange(cols) + 0.5) / cols, indexing="ij")
+    blobs = [(0.5, 0.3, 0.3, 0.08), (0.3, 0.7, 0.6, 0.05), (0.2, 0.5, 0.85, 0.03)]
+    shape_2d = sum(w * np.exp(-((r - a) ** 2 + (c - b) ** 2) / (2 * s**2)) for w, a, b, s in blobs)
+    p = 0.95 * shape_2d / shape_2d.sum() + 0.05 / (rows * cols)
+    return check_rng(rng).multinomial(n, (p / p.sum()).ravel()).reshape(rows, cols).astype(np.int64)
+
+
+#: Built-in histograms by name, generated with seed 0 at DPBench's native domains.
+BUILTIN = {
+    "synthetic-1d": lambda: synthetic(4096, 100_000, rng=0),
+    "synthetic-2d": lambda: synthetic_2d((256, 256), 100_000, rng=0),
+}

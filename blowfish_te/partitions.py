@@ -16,9 +16,9 @@ import math
 import networkx as nx
 import numpy as np
 
-from ._validation import check_epsilon, check_histogram, check_int
-from .noise import RNGLike, check_rng, laplace
-from .policies import Policy, from_edges
+from ._validation import as_array, check_epsilon, check_histogram, check_int, check_real, check_real_array, is_int
+from .noise import RNGLike, add_laplace, check_rng
+from .policies import Policy, check_policy, from_edges
 
 __all__ = [
     "interval_deviations",
@@ -37,7 +37,7 @@ MAX_EXACT_DAWA = 1024
 #: Largest domain for DAWA's dyadic-interval partition (every window is sorted).
 MAX_DAWA = 16384
 #: Largest domain for the seed's exact max-weight matching (O(K³)).
-MAX_MATCHING = 256
+MAX_MATCHING = 1024
 
 
 def interval_deviations(x: np.ndarray, length: int) -> np.ndarray:
@@ -45,12 +45,23 @@ def interval_deviations(x: np.ndarray, length: int) -> np.ndarray:
 
     Uses Σ|x_i - μ| = 2 Σ_{x_i > μ} (x_i - μ): each window is sorted once (a strided view).
     """
-    x = np.asarray(x, dtype=np.float64)
+    x = check_real_array(x, "x", ndim=1)
+    if x.size == 0:
+        raise ValueError("x must hold at least one value")
+    length = check_int(length, "length", minimum=1, maximum=x.size)
     windows = np.lib.stride_tricks.sliding_window_view(x, length)
     mean = windows.mean(axis=1)
     ordered = np.sort(windows, axis=1)
     above = ordered > mean[:, None]
     return 2.0 * ((ordered - mean[:, None]) * above).sum(axis=1)
+
+
+def _ordered_counts(x) -> np.ndarray:
+    """``x`` as a float64 copy of a non-empty 1-D histogram (an ordered domain of any size)."""
+    arr = as_array(x, "x")
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"x must be a non-empty 1-D histogram, got shape {arr.shape}")
+    return check_histogram(arr, arr.shape).astype(np.float64)
 
 
 def _dawa_scale(epsilon: float) -> float:
@@ -63,6 +74,16 @@ def _dawa_scale(epsilon: float) -> float:
     most 2, so the threshold moves by at most 4, and Laplace(4/ε) noise on B keeps the probability
     within e^ε. Every interval must carry its own noise (singletons too) and costs must not be
     clipped, or the argument fails. (DAWA's code uses 2/ε, noiseless singletons and a clip at 1/ε₂.)
+
+    With ``rng=None`` the scores are lattice Laplace (:func:`blowfish_te.secure.lattice_laplace`),
+    one call per length with ``sensitivity`` 2d for its d scores: that puts every score on the
+    same grid Λ = 2^-19, with noise DLap(t) in grid units, ε·t = 4/Λ + 2. In grid units the
+    argument above reads: conditioned on the other noises, P wins iff N_B <= T(x) for an integer
+    T (the dynamic program breaks ties by a fixed order on partitions, and lowering N_B lowers
+    exactly the partitions holding B); rounding to the grid moves each of the two scores involved by
+    at most one more unit, so T moves by at most 2·(2/Λ + 1) = ε·t, and
+    P(N_B <= T) changes by at most e^ε. (The sum of scores stays exact in float64 while totals
+    are below 2^34.) The L1 sensitivity of the whole score vector plays no part.
     """
     return 4.0 / epsilon
 
@@ -77,7 +98,7 @@ def dawa_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None, exac
     Privacy: ε-DP for unit changes of x (see :func:`_dawa_scale`); only the partition is released.
     Returns bucket labels 0..m-1 in cell order.
     """
-    x = check_histogram(x, (np.size(x),)).astype(np.float64)
+    x = _ordered_counts(x)
     epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
     k = x.size
     if exact and k > MAX_EXACT_DAWA:
@@ -95,13 +116,17 @@ def _interval_scores(x: np.ndarray, epsilon: float, epsilon2: float, gen, exact:
     scores = {}
     for length in lengths:  # every interval gets its own noise, and no cost is clipped
         dev = interval_deviations(x, length) if length > 1 else np.zeros(k)
-        scores[length] = dev + penalty + laplace(scale, dev.size, gen)
+        # report-noisy-min, not a vector release: sensitivity 2d puts all lengths on the grid 2^-19
+        # (see _dawa_scale); the values are real, so the secure path is the lattice
+        scores[length] = add_laplace(dev + penalty, scale, gen, sensitivity=2.0 * dev.size, integer=False)
     return scores
 
 
 def best_interval_partition(scores: dict) -> np.ndarray:
     """Labels of the partition into intervals with the least total score (dynamic program over
-    right ends; ties go to the longer interval). ``scores[length][start]`` scores one interval."""
+    right ends; ties go to the longer interval). ``scores[length][start]`` scores one interval;
+    length 1 must be present, so that a partition exists."""
+    scores = _check_scores(scores)
     k = scores[1].size
     best = np.zeros(k + 1)
     choice = np.zeros(k + 1, dtype=np.int64)
@@ -119,12 +144,33 @@ def best_interval_partition(scores: dict) -> np.ndarray:
     return labels
 
 
+def _check_scores(scores) -> dict[int, np.ndarray]:
+    """``{length: finite scores, one per start}`` over k cells, lengths in [1, k], length 1 included."""
+    if not isinstance(scores, dict):
+        raise TypeError(f"scores must be a dict {{interval length: array of scores}}, got {type(scores).__name__}")
+    if 1 not in scores:
+        raise ValueError("scores must include length 1 (single cells), so that every domain has a partition")
+    k = check_real_array(scores[1], "scores[1]", ndim=1).size
+    if k == 0:
+        raise ValueError("scores[1] must score at least one cell")
+    checked = {}
+    for length, values in scores.items():
+        if not is_int(length) or not 1 <= length <= k:
+            raise ValueError(f"scores keys must be interval lengths in [1, {k}], got {length!r}")
+        values = check_real_array(values, f"scores[{length}]", ndim=1)
+        if values.size != k - length + 1:
+            raise ValueError(f"scores[{length}] must hold {k - length + 1} values (one per start), got {values.size}")
+        checked[int(length)] = values
+    return checked
+
+
 def optimal_pairing(values, penalty: float) -> np.ndarray:
     """Minimum-cost partition into buckets of size <= 2: a pair {i, j} costs |v_i - v_j| + penalty,
     a singleton penalty. Pairing helps only below a gap of ``penalty``, and by exchange an optimal
     pairing uses neighbours in sorted order, so a dynamic program over the sorted values is exact:
     O(K log K). Returns labels 0..m-1."""
-    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    values = check_real_array(values, "values").reshape(-1)
+    penalty = check_real(penalty, "penalty", minimum=0)
     order = np.argsort(values, kind="stable")
     gaps = np.diff(values[order])
     n = values.size
@@ -159,26 +205,38 @@ def noisy_pairing_partition(x, policy: Policy, epsilon: float, epsilon2: float, 
     from .sensitivity import sensitivity
     from .workloads import identity
 
-    x = check_histogram(x, policy.shape)
+    x = check_histogram(x, check_policy(policy).shape)
     epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
     delta = sensitivity(identity(policy.shape), policy)
-    noisy = x + laplace(delta / epsilon, x.size, check_rng(rng))
+    # integer counts, L1 sensitivity Δ_G(I): exact discrete Laplace on the secure path
+    noisy = add_laplace(x, delta / epsilon, check_rng(rng), sensitivity=delta, integer=True)
     return optimal_pairing(noisy, 1.0 / epsilon2)
 
 
 def matching_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None) -> np.ndarray:
     """The seed's matching partition (Anuarbek §5.2): max-weight matching with noisy edge weights.
 
-    Each cell i is a primary vertex with a secondary twin; a pair edge (i, j) weighs
-    2C - (|x_i - x_j| + 1/ε₂), a twin edge (i, i') C - 1/ε₂, twins are joined by weight-0 edges, and
-    every weight gets Laplace(2/ε) noise; C keeps weights positive. The max-weight perfect matching
-    gives buckets of size <= 2 (exact blossom algorithm of networkx, O(K³): K <= 256).
+    The seed matches each cell i either with another cell j (pair weight
+    p_ij = -(|x_i - x_j| + 1/ε₂)) or with a secondary twin of its own (t_i = -1/ε₂), every weight
+    with Laplace(2/ε) noise, and takes a max-weight perfect matching of that 2K-vertex graph (twins
+    left over pair up at weight 0). A perfect matching weighs Σ_i t_i + Σ_pairs (p_ij - t_i - t_j),
+    so the same buckets (size <= 2) come from a max-weight matching on the K cells with weights
+    p_ij - t_i - t_j, keeping only positive ones: half the vertices of the seed's graph. Exact
+    blossom algorithm of networkx, O(K³) in Python: about 6 s at K = 256, a minute at 512, several
+    minutes at the limit K = 1024.
 
     Privacy: ε-DP for unit changes (seed Thm 5.2): every candidate matching covers each cell once,
     so a unit change moves the chosen matching's weight and the best competitor's by at most 1 each,
     and Laplace(2/ε) noise on the covering edge keeps probabilities within e^ε.
+
+    With ``rng=None`` the weights are lattice Laplace with ``sensitivity`` d for the d weights of
+    each call, so pair and twin weights share the grid Λ = 2^-20 with noise DLap(t) in grid units,
+    ε·t = 2/Λ + 2: rounding adds at most one unit to each of the two weights that move, so the
+    threshold on the covering edge's noise moves by at most 2·(1/Λ + 1) = ε·t. This assumes
+    ties between matchings (possible on a grid, with probability of order 2^-21·ε per pair of
+    matchings) are broken consistently by networkx, which it does not document.
     """
-    x = check_histogram(x, (np.size(x),)).astype(np.float64)
+    x = _ordered_counts(x)
     epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
     gen = check_rng(rng)
     k = x.size
@@ -188,25 +246,20 @@ def matching_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None) 
             "use noisy_pairing_partition, whose privacy is post-processing"
         )
     i, j = np.triu_indices(k, 1)
-    pair = -(np.abs(x[i] - x[j]) + 1.0 / epsilon2) + laplace(2.0 / epsilon, i.size, gen)
-    twin = -np.full(k, 1.0 / epsilon2) + laplace(2.0 / epsilon, k, gen)
-    shift = 1.0 - min(pair.min(initial=0.0) / 2, twin.min())  # C: every weight positive
+    # report-noisy-max, not a vector release: sensitivity = the number of weights puts both on the
+    # grid 2^-20 (see the docstring); the weights are real, so the secure path is the lattice
+    pair = add_laplace(
+        -(np.abs(x[i] - x[j]) + 1.0 / epsilon2), 2.0 / epsilon, gen, sensitivity=float(i.size), integer=False
+    )
+    twin = add_laplace(-np.full(k, 1.0 / epsilon2), 2.0 / epsilon, gen, sensitivity=float(k), integer=False)
+    gain = pair - twin[i] - twin[j]
+    keep = gain > 0
     g = nx.Graph()
-    g.add_weighted_edges_from(zip(i.tolist(), j.tolist(), (pair + 2 * shift).tolist()))
-    g.add_weighted_edges_from((c, k + c, float(w)) for c, w in enumerate(twin + shift))
-    g.add_weighted_edges_from((k + a, k + b, 0.0) for a, b in zip(i.tolist(), j.tolist()))
-    matching = nx.max_weight_matching(g, maxcardinality=True)
-    labels = np.full(k, -1, dtype=np.int64)
-    bucket = 0
-    for a, b in sorted(tuple(sorted(e)) for e in matching):
-        if a < k and b < k:
-            labels[[a, b]] = bucket
-        elif a < k:
-            labels[a] = bucket
-        else:
-            continue
-        bucket += 1
-    return labels
+    g.add_weighted_edges_from(zip(i[keep].tolist(), j[keep].tolist(), gain[keep].tolist()))
+    owner = np.arange(k)  # each bucket is named by its smallest cell
+    for a, b in nx.max_weight_matching(g):
+        owner[max(a, b)] = min(a, b)
+    return np.unique(owner, return_inverse=True)[1].astype(np.int64)
 
 
 def quotient_policy(policy: Policy, labels) -> Policy:
@@ -217,8 +270,8 @@ def quotient_policy(policy: Policy, labels) -> Policy:
     bucket) or G'-neighbours, so (ε, G')-Blowfish on bucket counts is (ε, G)-Blowfish on x
     (Anuarbek Lemma 4.1).
     """
-    labels = np.asarray(labels).reshape(-1)
-    k = policy.size
+    labels = as_array(labels, "labels").reshape(-1)
+    k = check_policy(policy).size
     if labels.shape != (k,) or labels.dtype.kind not in "iu":
         raise ValueError(f"labels must be {k} integer bucket labels, one per cell")
     m = int(labels.max()) + 1

@@ -23,7 +23,7 @@ from scipy.sparse import csgraph
 
 from ._graph import signed_incidence
 from ._grid import offset_pairs, positive_offsets, shape_label as _fmt
-from ._validation import check_int, check_shape
+from ._validation import as_array, check_int, check_shape, check_size, is_int
 
 __all__ = [
     "BOTTOM",
@@ -163,7 +163,10 @@ class Policy:
         """A policy from edge blocks, all checked: block types, index ranges, ⊥ only when
         ``has_bottom``, and no edge listed twice. Constructors such as :func:`from_edges` are simpler."""
         shape = check_shape(shape)
-        blocks = list(blocks)
+        try:
+            blocks = list(blocks)
+        except TypeError:
+            raise TypeError(f"blocks must be an iterable of edge blocks, got {type(blocks).__name__}") from None
         k = math.prod(shape)
         for block in blocks:
             _check_block(block, shape, k, bool(has_bottom))
@@ -329,7 +332,7 @@ class Policy:
             return self.size
         if isinstance(value, tuple):
             if len(value) != self.ndim or not all(
-                _is_int(c) and 0 <= c < k for c, k in zip(value, self._shape)
+                is_int(c) and 0 <= c < k for c, k in zip(value, self._shape)
             ):
                 raise ValueError(f"cell {value!r} is not a coordinate of the domain {self._shape}")
             return int(np.ravel_multi_index(value, self._shape))
@@ -384,13 +387,13 @@ def unbounded(shape) -> Policy:
 
 def line(k: int) -> Policy:
     """G^1_k: edges (i, i+1) — neighbouring values of an ordered domain (He et al.)."""
-    k = check_int(k, "k", minimum=1)
+    k = check_size(k)
     return Policy._trusted((k,), [OffsetEdges((1,))], name=f"line({k})")
 
 
 def threshold(k: int, theta: int) -> Policy:
     """G^θ_k: edges (i, j) with 0 < |i - j| <= θ (1-D distance threshold)."""
-    k = check_int(k, "k", minimum=1)
+    k = check_size(k)
     theta = check_int(theta, "theta", minimum=1)
     name = f"threshold({k}, theta={theta})"
     if theta >= k - 1:
@@ -430,7 +433,7 @@ def partition(labels) -> Policy:
 
     ``labels`` has the domain's shape (or is flat); each block's total is disclosed exactly.
     """
-    arr = np.asarray(labels)
+    arr = as_array(labels, "labels")
     if arr.ndim == 0 or arr.size == 0:
         raise ValueError(f"labels must be a non-empty array with one label per cell, got shape {arr.shape}")
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
@@ -476,7 +479,7 @@ def from_edges(shape, edges) -> Policy:
     """
     shape = check_shape(shape, "shape")
     k = math.prod(shape)
-    arr = np.asarray(edges)
+    arr = as_array(edges, "edges")
     if arr.size == 0:
         arr = np.zeros((0, 2), dtype=np.int64)
     if arr.ndim != 2 or arr.shape[1] != 2:
@@ -498,13 +501,15 @@ def from_networkx(graph, shape=None) -> Policy:
     so their counts are disclosed. Directed graphs are read as undirected; a BOTTOM node without
     edges is dropped (it protects nothing).
     """
+    if not (hasattr(graph, "nodes") and hasattr(graph, "edges")):
+        raise TypeError(f"graph must be a networkx graph, got {type(graph).__name__}")
     nodes = list(graph.nodes)
     cells = [n for n in nodes if n is not BOTTOM]
     if shape is None:
         k = len(cells)
         if k == 0:
             raise ValueError("graph has no cell nodes; pass shape= to build a policy without edges")
-        if not all(_is_int(n) for n in cells) or set(
+        if not all(is_int(n) for n in cells) or set(
             int(n) for n in cells
         ) != set(range(k)):
             raise ValueError(
@@ -520,10 +525,10 @@ def from_networkx(graph, shape=None) -> Policy:
         if node is BOTTOM:
             return bottom_index
         if isinstance(node, tuple) and len(node) == len(shape) and all(
-            _is_int(c) and 0 <= c < s for c, s in zip(node, shape)
+            is_int(c) and 0 <= c < s for c, s in zip(node, shape)
         ):
             return int(np.ravel_multi_index(node, shape))
-        if _is_int(node) and 0 <= node < k:
+        if is_int(node) and 0 <= node < k:
             return int(node)
         raise ValueError(
             f"graph node {node!r} is not a cell of the domain {shape}: nodes must be flat indices "
@@ -543,7 +548,10 @@ def from_networkx(graph, shape=None) -> Policy:
     )
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+def check_policy(policy, name: str = "policy") -> Policy:
+    """Return ``policy``; raise a TypeError naming the argument unless it is a :class:`Policy`."""
+    if not isinstance(policy, Policy):
+        raise TypeError(f"{name} must be a blowfish_te Policy, got {type(policy).__name__}")
+    return policy
 
 

@@ -25,6 +25,7 @@ from .forest import CyclicPolicyError
 from .mechanisms import LinearMechanism, Mechanism, NativeMechanism, get_mechanism
 from .noise import RNGLike, check_rng
 from .policies import Policy
+from .secure import SecureRandom
 from .sensitivity import check_compatible
 from .transform import transform
 from .workloads import Workload, as_workload
@@ -106,7 +107,7 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
     check_compatible(workload, policy)
     epsilon = check_epsilon(epsilon)
     mech = get_mechanism(mechanism)
-    if route not in ROUTES:
+    if not isinstance(route, str) or route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
     linear = isinstance(mech, LinearMechanism)
     needs_tree = (
@@ -164,6 +165,10 @@ class Release:
     mechanisms, else None; ``sensitivity`` the L1 sensitivity Δ of the measured strategy (on x_T
     for the transform route, under the policy for the exact route) and ``noise_scale`` the Laplace
     scale actually drawn: Δ·stretch/ε, resp. Δ/ε (None for mechanisms that do not report them).
+    ``sampler`` names the noise samplers that produced it ("; "-separated); ``secure`` is True
+    only for ``rng=None`` (or a SecureRandom) when every draw went through a hardened sampler
+    (exact discrete or lattice Laplace, :mod:`blowfish_te.secure`), and always False with a numpy
+    Generator or seed — the fast experimental path.
     """
 
     answers: np.ndarray = field(repr=False)
@@ -176,6 +181,7 @@ class Release:
     workload: str
     component_totals: dict[int, int]
     sampler: str
+    secure: bool
     expected_mse: float | None
     sensitivity: float | None
     noise_scale: float | None
@@ -224,7 +230,11 @@ def answer(
     mechanism : a name in ``blowfish_te.mechanisms.MECHANISMS`` or a ``Mechanism`` instance
         ``"identity"`` (Laplace on the cells; on x_G: "transformed + Laplace") or ``"laplace"``
         (W x + Lap(Δ/ε), He et al. Thm 5.1).
-    rng : numpy Generator, int seed or None
+    rng : None (default), numpy Generator, int seed or SecureRandom
+        None: the secure path (:class:`blowfish_te.secure.SecureRandom`; linear mechanisms draw
+        exact discrete Laplace for integer strategies, lattice Laplace otherwise; not
+        reproducible). A Generator or seed: the fast floating-point path, reproducible
+        (``secure=False``).
     route : ``"auto"``, ``"transform"`` or ``"exact"`` (see the module docstring)
     tree : a forest Policy or the name of a tree from ``trees.candidates(policy)``; forces the
         transform route through that tree, at ε / stretch.
@@ -240,9 +250,9 @@ def answer(
     epsilon = check_epsilon(epsilon)
     mech = get_mechanism(mechanism)
     gen = check_rng(rng)
+    tally = gen.tally() if isinstance(gen, SecureRandom) else None
     chosen = the_plan.chosen
     m = workload.num_queries
-    sampler = mech.sampler
 
     scale = None
     if chosen.route == "native":
@@ -272,6 +282,7 @@ def answer(
             else:
                 answers_t, delta = mech.run(transformed, x_t, eps_run, gen), None
             answers = _checked_answers(answers_t, m, mech) + offset
+    sampler, secure = gen.summary(tally) if tally is not None else (mech.sampler, False)
     if delta == 0:
         sampler = "none (sensitivity 0: exact answers)"
     answers = _checked_answers(answers, m, mech)
@@ -290,6 +301,7 @@ def answer(
         workload=workload.name,
         component_totals=totals,
         sampler=sampler,
+        secure=secure,
         expected_mse=chosen.expected_mse,
         sensitivity=delta,
         noise_scale=scale,

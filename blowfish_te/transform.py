@@ -29,9 +29,10 @@ import scipy.sparse as sp
 
 from ._cache import IdentityCache
 from ._graph import signed_incidence
-from ._validation import check_histogram
+from ._validation import check_histogram, check_real_array
 from .forest import CyclicPolicyError, RootedForest
 from .policies import Policy
+from .sensitivity import check_compatible
 from .trees import stretch as tree_stretch
 from .workloads import Workload, as_workload
 
@@ -114,16 +115,17 @@ class TreeTransform:
         return cs[self._root_stop] - cs[self._root_start]
 
     def _root_vector(self, totals) -> np.ndarray:
-        totals = np.asarray(totals)
-        if totals.shape != self.roots.shape or totals.dtype.kind not in "iuf":
-            raise ValueError(f"totals must be numbers, one per root: shape {self.roots.shape}, got {totals.shape}")
-        vector = np.zeros(self.policy.size, dtype=np.result_type(totals.dtype, np.int64))
+        """Σ_C n_C e_{r_C}; ``totals`` are record counts, one per root (:attr:`roots`)."""
+        totals = check_histogram(totals, self.roots.shape, "totals")
+        vector = np.zeros(self.policy.size, dtype=np.int64)
         vector[self.roots] = totals
         return vector
 
     def offset(self, workload, totals) -> np.ndarray:
         """offset(W) = W Σ_C n_C e_{r_C}, so that W x = W_G x_G + offset(W)."""
-        return as_workload(workload).matvec(self._root_vector(totals))
+        workload = as_workload(workload)
+        check_compatible(workload, self.policy)
+        return workload.matvec(self._root_vector(totals))
 
     def workload(self, workload) -> "TransformedWorkload":
         """W_G = W P_G as an implicit workload over the tree edges. The last few are kept on the
@@ -136,7 +138,7 @@ class TreeTransform:
 
         Applied to a noisy estimate of x_G it gives the estimate of x used for post-processing.
         """
-        x_g = np.asarray(x_g)
+        x_g = check_real_array(x_g, "x_g")
         if x_g.shape != (self.num_edges,):
             raise ValueError(f"x_g must have shape ({self.num_edges},), got {x_g.shape}")
         return self._incidence @ x_g + self._root_vector(totals)
@@ -197,6 +199,8 @@ def transform(policy: Policy, tree: Policy | None = None) -> TreeTransform:
     """
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a blowfish_te Policy, got {type(policy).__name__}")
+    if tree is not None and not isinstance(tree, Policy):
+        raise TypeError(f"tree must be a blowfish_te Policy (a forest), got {type(tree).__name__}")
     cache = policy._cache.setdefault("transforms", {})
     key = policy if tree is None else tree
     if key not in cache:

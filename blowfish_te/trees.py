@@ -17,8 +17,8 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from ._grid import shape_label as _fmt
-from ._validation import check_int, check_shape
-from .policies import BOTTOM, CliqueEdges, OffsetEdges, PairEdges, Policy
+from ._validation import check_int, check_shape, check_size, is_int
+from .policies import BOTTOM, CliqueEdges, OffsetEdges, PairEdges, Policy, check_policy
 from .forest import RootedForest
 
 __all__ = [
@@ -53,7 +53,7 @@ def _centre(shape: tuple[int, ...], centre) -> int:
     if centre is None:
         return int(np.ravel_multi_index(tuple((k - 1) // 2 for k in shape), shape))
     if isinstance(centre, tuple):
-        if len(centre) != len(shape) or not all(0 <= c < k for c, k in zip(centre, shape)):
+        if len(centre) != len(shape) or not all(is_int(c) and 0 <= c < k for c, k in zip(centre, shape)):
             raise ValueError(f"centre {centre!r} is not a cell of the domain {shape}")
         return int(np.ravel_multi_index(centre, shape))
     index = check_int(centre, "centre", minimum=0)
@@ -75,8 +75,8 @@ def line(shape) -> Policy:
 def hub(k: int, theta: int) -> Policy:
     """The hub tree of a threshold graph G^θ_k (SPEC §5): blocks of θ consecutive cells, each cell
     joined to its block's central hub (the lower middle cell), consecutive hubs joined. ℓ = 3 for θ >= 2."""
-    k = check_int(k, "k", minimum=1)
-    theta = check_int(theta, "theta", minimum=1)
+    k = check_size(k)
+    theta = min(check_int(theta, "theta", minimum=1), k)  # θ >= k: one block
     starts = np.arange(0, k, theta)
     hubs = starts + (np.minimum(theta, k - starts) - 1) // 2
     cells = np.arange(k)
@@ -140,8 +140,7 @@ def stars(policy: Policy) -> Policy:
     """One star per connected component of the policy, centred at ⊥ where the component has it,
     else at the component's middle cell. ℓ <= 2 for every policy; each component's total, invariant
     under the policy, is disclosed. Cliques (complete and partition policies) need no edge listing."""
-    if not isinstance(policy, Policy):
-        raise TypeError(f"policy must be a blowfish_te Policy, got {type(policy).__name__}")
+    check_policy(policy)
     labels = policy.component_labels
     n = policy.num_vertices
     order = np.argsort(labels, kind="stable")
@@ -196,16 +195,19 @@ def _search_tree(policy: Policy, centre, name: str, weight: bool) -> Policy:
 
 def bfs(policy: Policy, centre=None) -> Policy:
     """Breadth-first (fewest hops) tree of the policy graph from ``centre`` (default: middle cell)."""
+    check_policy(policy)
     return _search_tree(policy, centre, f"bfs({policy.name}, centre={centre if centre is not None else 'middle'})", False)
 
 
 def shortest_path(policy: Policy, centre=None) -> Policy:
     """Shortest-path tree of the policy graph from ``centre``, edges weighted by cell L1 distance."""
+    check_policy(policy)
     return _search_tree(policy, centre, f"shortest_path({policy.name}, centre={centre if centre is not None else 'middle'})", True)
 
 
 def mst(policy: Policy) -> Policy:
     """Minimum spanning forest of the policy graph, edges weighted by cell L1 distance (⊥ edges: 1)."""
+    check_policy(policy)
     tree = csgraph.minimum_spanning_tree(_weighted(policy, True)).tocoo()
     return _forest(policy.shape, tree.row, tree.col, f"mst({policy.name})", has_bottom=policy.has_bottom)
 
@@ -216,8 +218,7 @@ def candidates(policy: Policy) -> dict[str, Policy]:
     Built once per policy (policies are immutable) and cached on it, so repeated releases reuse
     the same tree objects and their transforms.
     """
-    if not isinstance(policy, Policy):
-        raise TypeError(f"policy must be a blowfish_te Policy, got {type(policy).__name__}")
+    check_policy(policy)
     if "tree_candidates" not in policy._cache:
         policy._cache["tree_candidates"] = _build_candidates(policy)
     return dict(policy._cache["tree_candidates"])
@@ -251,6 +252,7 @@ def _build_candidates(policy: Policy) -> dict[str, Policy]:
 def edge_span(policy: Policy) -> int:
     """Largest |u - v| over the cell edges of a 1-D policy (θ for a threshold graph), block by
     block without listing clique pairs; 0 when no edge joins two cells."""
+    check_policy(policy)
     width = 0
     for block in policy.edge_blocks:
         if isinstance(block, OffsetEdges):

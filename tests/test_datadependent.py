@@ -84,9 +84,36 @@ def test_matching_partition_pairs_close_counts_and_refuses_large_domains():
     labels = matching_partition(x, epsilon=50.0, epsilon2=0.02, rng=0)  # little noise, pairing pays
     assert labels[0] == labels[2] and labels[1] == labels[3] and np.bincount(labels).max() == 2
     with pytest.raises(ValueError, match="noisy_pairing"):
-        matching_partition(np.zeros(300), 1.0, 1.0, rng=0)
+        matching_partition(np.zeros(1025), 1.0, 1.0, rng=0)
     with pytest.raises(ValueError, match="exact=False"):
         dawa_partition(np.zeros(2000), 1.0, 1.0, rng=0, exact=True)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_matching_partition_equals_the_seeds_twin_graph(seed):
+    """The K-vertex reduction gives the buckets of the seed's 2K-vertex perfect matching
+    (cells, twins, weight-0 twin edges) on the same noisy weights; the weight is compared, since
+    ties could pick other buckets of equal weight."""
+    k, eps, eps2 = 9, 0.7, 0.4
+    x = np.random.default_rng(seed).integers(0, 6, k)
+    labels = matching_partition(x, eps, eps2, rng=seed)
+    gen = np.random.default_rng(seed)
+    i, j = np.triu_indices(k, 1)
+    pair = -(np.abs(x[i] - x[j]) + 1 / eps2) + gen.laplace(0, 2 / eps, i.size)
+    twin = -np.full(k, 1 / eps2) + gen.laplace(0, 2 / eps, k)
+    g = nx.Graph()
+    g.add_weighted_edges_from((a, b, w + 100) for a, b, w in zip(i, j, pair))
+    g.add_weighted_edges_from((c, k + c, w + 50) for c, w in enumerate(twin))
+    g.add_weighted_edges_from((k + a, k + b, 0.0) for a, b in zip(i, j))
+    best = nx.max_weight_matching(g, maxcardinality=True)
+    seed_weight = sum(g[a][b]["weight"] for a, b in best) - 50 * k
+    weights = dict(zip(zip(i.tolist(), j.tolist()), pair))
+    ours = 0.0
+    for bucket in np.unique(labels):
+        cells = np.flatnonzero(labels == bucket)
+        assert cells.size in (1, 2)
+        ours += twin[cells[0]] if cells.size == 1 else weights[tuple(cells)]
+    assert ours == pytest.approx(seed_weight)
 
 
 def _distribution(sample, trials):

@@ -107,3 +107,19 @@ def test_native_mechanisms_refuse_what_they_cannot_do():
         bt.answer(wl.prefix(4), np.ones(4, int), policies.line(4), 1.0, "ordered", route="exact")
     with pytest.raises(ValueError, match="split"):
         M.OrderedHierarchical(split=1.5)
+
+
+def test_ordered_hierarchical_under_unbounded_dp_is_one_hierarchy():
+    """Regression: under unbounded DP θ came out as 1 (no cell-to-cell edge), so OH measured every
+    prefix at sensitivity K. Now one block of K cells: the error is that of a hierarchy."""
+    k, eps = 256, 1.0
+    w = wl.all_ranges(k)
+    oh = M.OrderedHierarchical(16).expected_error_native(w, policies.unbounded(k), eps) / w.num_queries
+    hb = bt.plan(w, policies.unbounded(k), eps, M.HB(16), route="exact").chosen.expected_mse
+    assert oh < 2 * hb
+    # the error cached at ε = 1 and scaled by 1/ε² equals the direct computation at ε = 0.25
+    mech, policy = M.OrderedHierarchical(16), policies.threshold(k, 8)
+    _, weighted = mech._plan(policy, 0.25)
+    solver, tree = mech._solver(policy, weighted)
+    direct = 2 * solver.lstsq_frobenius_sq(tree.workload(w))
+    assert mech.expected_error_native(w, policy, 0.25) == pytest.approx(direct, rel=1e-9)

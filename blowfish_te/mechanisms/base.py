@@ -8,10 +8,11 @@ import numpy as np
 
 from .._cache import IdentityCache
 from .._validation import check_epsilon, check_histogram
-from ..noise import NUMPY_LAPLACE, RNGLike, check_rng, laplace
+from ..noise import NUMPY_LAPLACE, RNGLike, add_laplace, check_rng
 from ..policies import Policy
 from ..sensitivity import sensitivity
-from ..workloads import Workload, as_workload
+from ..transform import TransformedWorkload
+from ..workloads import MatrixWorkload, Workload, as_workload
 
 
 class Mechanism(ABC):
@@ -32,7 +33,8 @@ class Mechanism(ABC):
 
     #: Short name used in releases and reports.
     name: str = "mechanism"
-    #: The noise sampler the mechanism draws from, recorded in every release.
+    #: The noise sampler the mechanism draws from with a numpy Generator, recorded in releases made
+    #: with one (with ``rng=None`` releases record the samplers actually used).
     sampler: str = NUMPY_LAPLACE
 
     @abstractmethod
@@ -60,6 +62,20 @@ class Mechanism(ABC):
         return f"{type(self).__name__}()"
 
 
+def integer_entries(strategy: Workload) -> bool:
+    """Whether every entry of A is an integer, read off its structure (never the data): binary
+    workloads, explicit matrices with integral entries, and W P_G of such a W (P_G has entries
+    0 and ±1). Then A x is an integer vector for every histogram x."""
+    if strategy.is_binary:
+        return True
+    if isinstance(strategy, MatrixWorkload):
+        data = strategy.matrix.data
+        return bool(np.array_equal(data, np.round(data)))
+    if isinstance(strategy, TransformedWorkload):
+        return integer_entries(strategy.base)
+    return False
+
+
 class LinearMechanism(Mechanism):
     """A data-independent linear mechanism: measure y = A x + Lap(Δ/ε)^p, answer ŷ = R y.
 
@@ -67,7 +83,9 @@ class LinearMechanism(Mechanism):
     column L1 norm of A for unit changes (:meth:`run`), or Δ_G(A) computed from the policy's edges
     in the exact route (SPEC §5 route 1). Laplace(Δ/ε) noise makes y ε-DP, resp. (ε, G)-Blowfish
     (Dwork et al. 2006; He et al. Thm 5.1); the answers are post-processing of y. One release
-    spends ε once (sequential composition applies across releases).
+    spends ε once (sequential composition applies across releases). With ``rng=None`` the noise is
+    exact discrete Laplace when A has integer entries (:func:`integer_entries`: y is then an
+    integer vector), else lattice Laplace (:mod:`blowfish_te.secure`); both are ε-DP exactly.
 
     By default R = W A⁺ (least squares, for strategies that solve their own, see
     :class:`blowfish_te.strategies.LeastSquares`), and the expected total squared error is exactly
@@ -109,7 +127,7 @@ class LinearMechanism(Mechanism):
         scale = delta / epsilon
         if not np.isfinite(scale):
             raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale Δ/ε = {delta}/{epsilon} overflows")
-        y = strategy.matvec(x) + laplace(scale, strategy.num_queries, gen)
+        y = add_laplace(strategy.matvec(x), scale, gen, sensitivity=delta, integer=integer_entries(strategy))
         return np.asarray(self.reconstruct(workload, strategy, y), dtype=np.float64), delta
 
     def run(self, workload, x, epsilon, rng=None):

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_epsilon, check_histogram, check_int
-from ..noise import RNGLike, check_rng, laplace
+from .._validation import check_epsilon, check_histogram, check_int, check_real
+from ..noise import RNGLike, add_laplace, check_rng
 from ..partitions import dawa_partition
 from ..workloads import BucketWorkload, Workload, as_workload
-from .base import Mechanism
+from .base import Mechanism, integer_entries
 from .hierarchical import GreedyH
 
 
 def _share(value, name: str) -> float:
-    value = float(value)
-    if not 0 < value < 1:
-        raise ValueError(f"{name} must be strictly between 0 and 1, got {value!r}")
-    return value
+    return check_real(value, name, 0, 1, exclusive=True)
 
 
 class DAWA(Mechanism):
@@ -65,6 +62,12 @@ class MWEM(Mechanism):
     ``updates`` passes of multiplicative weights over all measurements. The total n scales the
     weights: pass it as ``total`` only if it is public; otherwise ``total_share``·ε buys a noisy
     total. Privacy: sequential composition of 2T + 1 ε-DP steps (unit changes) summing to ε.
+
+    Sampling: with ``rng=None`` the noisy total (an integer, sensitivity 1) and the measurements
+    (sensitivity max|q_i|; exact discrete Laplace for integer workloads, lattice Laplace otherwise)
+    are hardened, but the exponential mechanism draws Gumbel noise in floating point
+    (``Generator.gumbel``), which is not hardened against floating-point attacks: MWEM's releases
+    are therefore never ``secure``, and their sampler names the Gumbel draw.
     """
 
     name = "mwem"
@@ -74,9 +77,7 @@ class MWEM(Mechanism):
         self.rounds = check_int(rounds, "rounds", minimum=1)
         self.ratio = _share(ratio, "ratio")
         self.updates = check_int(updates, "updates", minimum=1)
-        if total is not None and not (np.isfinite(total) and total > 0):
-            raise ValueError(f"total must be a finite public record count > 0, got {total!r}")
-        self.total = total
+        self.total = None if total is None else check_real(total, "total (the public record count)", 0, exclusive=True)
         self.total_share = _share(total_share, "total_share")
 
     def run(self, workload, x, epsilon, rng=None):
@@ -87,14 +88,16 @@ class MWEM(Mechanism):
         k, m = workload.size, workload.num_queries
         if self.total is None:
             eps_total = self.total_share * epsilon
-            total = max(1.0, float(x.sum()) + laplace(1.0 / eps_total, 1, gen)[0])
+            noisy_total = add_laplace(np.array([float(x.sum())]), 1.0 / eps_total, gen, sensitivity=1.0, integer=True)
+            total = max(1.0, noisy_total[0])
             epsilon -= eps_total
         else:
             total = float(self.total)
         rounds = min(self.rounds, m)
         eps_select = self.ratio * epsilon / rounds
         eps_measure = (1 - self.ratio) * epsilon / rounds
-        delta = workload.max_abs_entry()
+        delta = workload.max_abs_entry()  # L1 sensitivity of each query under unit changes
+        integer = integer_entries(workload)  # then every q·x is an integer
         truth = np.asarray(workload.matvec(x), dtype=np.float64)
         log_weights = np.zeros(k)  # estimate = total · softmax(log_weights): no overflow
         estimate = np.full(k, total / k)
@@ -102,14 +105,16 @@ class MWEM(Mechanism):
         rows, measured = [], []
         for _ in range(rounds):
             score = np.abs(truth - workload.matvec(estimate))
-            utility = eps_select * score / (2 * delta) + gen.gumbel(size=m)  # exponential mechanism
+            # exponential mechanism by the Gumbel-max trick: floating point, not hardened (see above)
+            utility = eps_select * score / (2 * delta) + gen.gumbel(size=m)
             utility[chosen] = -np.inf
             q = int(np.argmax(utility))
             chosen[q] = True
             unit = np.zeros(m)
             unit[q] = 1.0
             rows.append(np.asarray(workload.rmatvec(unit), dtype=np.float64))
-            measured.append(truth[q] + laplace(delta / eps_measure, 1, gen)[0])
+            noisy = add_laplace(truth[q : q + 1], delta / eps_measure, gen, sensitivity=delta, integer=integer)
+            measured.append(noisy[0])
             for _ in range(self.updates):
                 for row, value in zip(rows, measured):
                     log_weights += row * (value - row @ estimate) / (2 * total)
@@ -130,16 +135,15 @@ class AHP(Mechanism):
     2/(ε₂²·size) grows less than closing it and starting the best cluster at the next value); each
     cluster's true total is measured once with Lap(1/ε₂) and spread evenly. Privacy: clustering is
     post-processing of x̃; clusters are disjoint, so their measurements compose in parallel (ε₂);
-    ε₁ + ε₂ = ε.
+    ε₁ + ε₂ = ε. Both draws are on integers (counts, cluster totals; sensitivity 1), so with
+    ``rng=None`` they are exact discrete Laplace and releases are hardened.
     """
 
     name = "ahp"
 
     def __init__(self, ratio: float = 0.85, eta: float = 0.35):
         self.ratio = _share(ratio, "ratio")
-        if not eta >= 0:
-            raise ValueError(f"eta must be >= 0, got {eta!r}")
-        self.eta = float(eta)
+        self.eta = check_real(eta, "eta", minimum=0)
 
     def run(self, workload, x, epsilon, rng=None):
         workload = as_workload(workload)
@@ -149,12 +153,13 @@ class AHP(Mechanism):
         k = workload.size
         eps1 = self.ratio * epsilon
         eps2 = epsilon - eps1
-        noisy = x + laplace(1.0 / eps1, k, gen)
+        noisy = add_laplace(x, 1.0 / eps1, gen, sensitivity=1.0, integer=True)  # the threshold is post-processing
         noisy[noisy <= self.eta * np.log(max(k, 2)) / eps1] = 0.0
         order = np.argsort(noisy, kind="stable")
         labels = np.empty(k, dtype=np.int64)
         labels[order] = _greedy_clusters(noisy[order], eps2)
-        totals = np.bincount(labels, weights=x) + laplace(1.0 / eps2, labels.max() + 1, gen)
+        # disjoint clusters fixed by x̃: a unit change moves one total by 1
+        totals = add_laplace(np.bincount(labels, weights=x), 1.0 / eps2, gen, sensitivity=1.0, integer=True)
         estimate = totals[labels] / np.bincount(labels)[labels]
         return np.asarray(workload.matvec(estimate), dtype=np.float64)
 

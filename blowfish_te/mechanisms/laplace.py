@@ -14,7 +14,8 @@ class Identity(LinearMechanism):
     Strategy A = I: y = x + Lap(Δ/ε)^K, ŷ = W y. Neighbours: unit changes of x (Δ = 1), or a
     policy G in the exact route (Δ_G(I) = 2 when an edge joins two cells, 1 for a ⊥ edge).
     Applied to x_G of a tree transform this is "transformed + Laplace": Laplace(1/ε) on x_G is
-    (ε, G)-Blowfish, and its error is 2/ε² ‖W_G‖_F².
+    (ε, G)-Blowfish, and its error is 2/ε² ‖W_G‖_F². With ``rng=None`` the noisy cells are integers
+    (x or x_G plus exact discrete Laplace, two-sided geometric with α = exp(-ε/Δ)).
     """
 
     name = "identity"

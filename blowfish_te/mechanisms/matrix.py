@@ -22,14 +22,15 @@ class MatrixMechanism(LinearMechanism):
     name = "matrix"
 
     def __init__(self, strategy):
-        self._given = strategy
+        is_function = callable(strategy) and not isinstance(strategy, Workload)
+        self._given = strategy if is_function else as_workload(strategy, "strategy")
 
     def strategy(self, workload: Workload) -> Workload:
         return self._cache("strategy").get(workload, lambda: self._build(workload))
 
     def _build(self, workload: Workload) -> Workload:
         chosen = self._given(workload) if callable(self._given) and not isinstance(self._given, Workload) else self._given
-        chosen = as_workload(chosen)
+        chosen = as_workload(chosen, "strategy")
         if chosen.size != workload.size:
             raise ValueError(f"strategy has {chosen.size} columns but the workload has {workload.size} cells")
         return chosen if isinstance(chosen, LeastSquares) else GeneralStrategy(chosen)

@@ -16,16 +16,17 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 
 from .._grid import ceil_log
-from .._validation import check_epsilon, check_histogram, check_int
-from ..noise import RNGLike, check_rng, laplace
-from ..policies import Policy, line
+from .._cache import IdentityCache
+from .._validation import check_epsilon, check_histogram, check_int, check_real
+from ..noise import RNGLike, add_laplace, check_rng
+from ..policies import PairEdges, Policy, line
 from ..policies import from_edges as policies_from_edges
 from ..sensitivity import check_compatible, sensitivity
 from ..strategies import GeneralStrategy, Hierarchy
 from ..trees import edge_span
 from ..transform import transform
 from ..workloads import Boxes, Workload, as_workload
-from .base import Mechanism
+from .base import Mechanism, integer_entries
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,14 @@ def _check_ordered(policy: Policy, workload: Workload, name: str) -> None:
         raise ValueError(f"{name} needs a 1-D ordered domain, got policy {policy.name} of shape {policy.shape}")
 
 
+def _interior_bottom(policy: Policy) -> bool:
+    """Whether ⊥ is joined to a cell other than the last one."""
+    k = policy.size
+    return any(
+        isinstance(b, PairEdges) and bool(np.any((b.v == k) & (b.u < k - 1))) for b in policy.edge_blocks
+    )
+
+
 def _line_to_bottom(k: int) -> Policy:
     """The path 0 - 1 - ... - (K-1) - ⊥: its transform has the cumulative counts s_0..s_{K-1}."""
     return policies_from_edges(k, np.stack([np.arange(k), np.arange(1, k + 1)], axis=1))
@@ -82,7 +91,8 @@ class Ordered(NativeMechanism):
 
     Privacy: the cumulative counts s_0..s_{K-2} (and s_{K-1} when n is not public) have policy
     sensitivity Δ_G computed from the edges (1 on the line, θ on G^θ); Laplace(Δ_G/ε) noise on each
-    makes them (ε, G)-Blowfish (He et al. Thm 5.1). Isotonic regression, clipping to [0, n] and the
+    makes them (ε, G)-Blowfish (He et al. Thm 5.1); with ``rng=None`` the noise is exact discrete
+    Laplace (the counts are integers). Isotonic regression, clipping to [0, n] and the
     answers W x̂ are post-processing. Per range query the unconstrained error is at most 4Δ²/ε²
     (Thm 7.1); the expected error reported is that of the unconstrained estimate, exact and
     data-independent, and only when ``constrained=False``.
@@ -111,7 +121,8 @@ class Ordered(NativeMechanism):
         scale = delta / epsilon
         if not np.isfinite(scale):
             raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale overflows")
-        noisy = counts.matvec(x) + laplace(scale, counts.num_queries, check_rng(rng))
+        # prefix counts of a histogram: integers for every x, L1 sensitivity Δ_G under the policy
+        noisy = add_laplace(counts.matvec(x), scale, check_rng(rng), sensitivity=delta, integer=True)
         total = float(x.sum()) if public else float(noisy[-1])
         cumulative = noisy[: k - 1]
         if self.constrained:
@@ -144,6 +155,14 @@ class Ordered(NativeMechanism):
         return 2.0 * scale * scale * float(frobenius)
 
 
+def _weighted_sensitivity(groups) -> float:
+    """Σ_g w_g·Δ_g over the measured groups, w_g = 1/scale_g the weight actually used (ε_S + ε_H up
+    to rounding): a bound on the L1 sensitivity, under the policy, of the weighted rows W_w of
+    :meth:`OrderedHierarchical._plan`, as ‖W_w (x - x')‖₁ = Σ_g w_g ‖A_g (x - x')‖₁ <= Σ_g w_g Δ_g
+    for neighbours x, x'. Groups with Δ_g = 0 (weight 1) add nothing."""
+    return math.fsum(delta * (1.0 / scale) for _, _, delta, scale in groups if scale > 0)
+
+
 def oh_constants(k: int, theta: int, fanout: int) -> tuple[float, float]:
     """c1 = 4(K - θ)/(K + 1) and c2 = 8(f - 1) h³ · K/(K + 1) of the seed's eq. (14), with the tree
     height h = ⌈log_f θ⌉ of the seed's construction (8h²/ε_H² per node, (f - 1)h nodes per query)."""
@@ -174,26 +193,33 @@ class OrderedHierarchical(NativeMechanism):
     Measures S nodes — cumulative counts at the block ends θ, 2θ, ... — with budget ε_S, and on each
     block of θ cells a hierarchy of fan-out f below the block total (which the S nodes give) with
     ε_H = ε - ε_S;
-    ε_S defaults to the optimal split of eq. (15), θ is read off the policy (its widest edge).
+    ε_S defaults to the optimal split of eq. (15), θ is read off the policy (its widest edge; the
+    whole domain when ⊥ joins interior cells, as under unbounded DP, where the S node is n itself
+    and gets at least one level's share of ε).
 
     Privacy: each group's noise is Laplace(Δ_G/ε_group), Δ_G computed from the policy's edges for
     that group's rows; sequential composition gives (ε_S + ε_H, G)-Blowfish. (The seed gives the first
     block's tree the whole ε; this version keeps the plain composition argument.) The answers are the
     least-squares estimate from all measurements — post-processing; when n is public the least
     squares runs on the line transform's coordinates, so n enters exactly.
+
+    All groups are measured in one draw at unit scale on the weighted rows (w_g = ε_g/Δ_g), whose L1
+    sensitivity is at most Σ_g w_g·Δ_g = ε_S + ε_H: Laplace(1) on them is the same composition. With
+    ``rng=None`` that draw is lattice Laplace calibrated to this sensitivity (exact discrete Laplace
+    when every weight is 1), so releases are hardened.
     """
 
     name = "ordered_hierarchical"
 
     def __init__(self, fanout: int = 16, split: float | None = None):
         self.fanout = check_int(fanout, "fanout", minimum=2)
-        if split is not None and not 0 < split < 1:
-            raise ValueError(f"split (ε_S / ε) must be strictly between 0 and 1, got {split!r}")
-        self.split = split
+        self.split = None if split is None else check_real(split, "split (ε_S / ε)", 0, 1, exclusive=True)
 
     def _groups(self, policy: Policy) -> tuple[Boxes | None, Boxes | None, int]:
         k = policy.size
         theta = max(1, min(edge_span(policy), k))
+        if _interior_bottom(policy):  # records appear anywhere (e.g. unbounded DP): one block
+            theta = k
         ends = np.arange(theta - 1, k - 1, theta)
         if not _public_total(policy):
             ends = np.append(ends, k - 1)
@@ -211,6 +237,10 @@ class OrderedHierarchical(NativeMechanism):
     def _plan(self, policy: Policy, epsilon: float):
         s_rows, h_rows, theta = self._groups(policy)
         share = oh_optimal_split(policy.size, theta, self.fanout) if self.split is None else self.split
+        if self.split is None and not _public_total(policy) and s_rows is not None:
+            # eq. (15) assumes n public (c1 = 0 when θ = K): n itself must then be measured, so
+            # the S nodes get at least one hierarchy level's share, 1 / (h + 1)
+            share = max(share, 1.0 / (ceil_log(theta, self.fanout) + 1))
         if h_rows is None:
             share = 1.0
         if s_rows is None:
@@ -250,7 +280,11 @@ class OrderedHierarchical(NativeMechanism):
         groups, weighted = self._plan(policy, epsilon)
         if weighted is None:  # a single cell with a public total: nothing to measure
             return NativeRelease(np.asarray(workload.matvec(x), dtype=np.float64), component_totals={0: int(x[0])})
-        y = weighted.matvec(x) + laplace(1.0, weighted.num_queries, check_rng(rng))  # unit scale after weighting
+        # unit scale after weighting: the rows of group g carry w_g = 1/scale_g = ε_g/Δ_g, so the weighted
+        # vector's L1 sensitivity under the policy is at most Σ_g w_g·Δ_g = ε_S + ε_H (groups with Δ_g = 0
+        # add nothing), and Laplace(1) on it is (ε_S + ε_H, G)-Blowfish — the lattice's calibration
+        y = add_laplace(weighted.matvec(x), 1.0, check_rng(rng), sensitivity=_weighted_sensitivity(groups),
+                        integer=integer_entries(weighted))  # integer only when every weight is 1
         solver, tree = self._solver(policy, weighted)
         totals_arr = tree.totals(x)
         estimate = tree.reconstruct(solver.pinv(y - tree.offset(weighted, totals_arr)), totals_arr)
@@ -263,15 +297,23 @@ class OrderedHierarchical(NativeMechanism):
         )
 
     def expected_error_native(self, workload, policy, epsilon) -> float:
-        """2 ‖W A_w⁺‖_F² for the noise-weighted strategy A_w (unit Laplace scale), exact."""
+        """2 ‖W A_w⁺‖_F² for the noise-weighted strategy A_w (unit Laplace scale), exact.
+
+        The split does not depend on ε, so every weight scales with ε and the error is exactly
+        its value at ε = 1 divided by ε²: computed once per (workload, policy)."""
         workload = as_workload(workload)
         _check_ordered(policy, workload, self.name)
         epsilon = check_epsilon(epsilon)
-        _, weighted = self._plan(policy, epsilon)
-        if weighted is None:
-            return 0.0
-        solver, tree = self._solver(policy, weighted)
-        return 2.0 * solver.lstsq_frobenius_sq(tree.workload(workload))
+
+        def at_unit_epsilon() -> float:
+            _, weighted = self._plan(policy, 1.0)
+            if weighted is None:
+                return 0.0
+            solver, tree = self._solver(policy, weighted)
+            return 2.0 * solver.lstsq_frobenius_sq(tree.workload(workload))
+
+        per_policy = self._cache("expected").get(policy, IdentityCache)
+        return per_policy.get(workload, at_unit_epsilon) / epsilon**2
 
     def __repr__(self) -> str:
         return f"OrderedHierarchical(fanout={self.fanout}, split={self.split})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_epsilon, check_histogram
+from .._validation import check_epsilon, check_histogram, check_real
 from ..noise import RNGLike, check_rng
 from ..partitions import dawa_partition, matching_partition, noisy_pairing_partition, quotient_policy
 from ..policies import Policy
@@ -39,10 +39,8 @@ class PartitionThenTransform(NativeMechanism):
     def __init__(self, partition: str = "dawa", epsilon_split: float = 0.5, exact: bool = False):
         if partition not in PARTITIONS:
             raise ValueError(f"partition must be one of {PARTITIONS}, got {partition!r}")
-        if not 0 < epsilon_split < 1:
-            raise ValueError(f"epsilon_split must be strictly between 0 and 1, got {epsilon_split!r}")
         self.partition = partition
-        self.epsilon_split = float(epsilon_split)
+        self.epsilon_split = check_real(epsilon_split, "epsilon_split", 0, 1, exclusive=True)
         self.exact = bool(exact)
 
     def _labels(self, x: np.ndarray, policy: Policy, eps1: float, eps2: float, gen) -> np.ndarray:

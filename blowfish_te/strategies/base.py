@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import check_real_array
 from ..workloads.base import CHUNK_ENTRIES, Workload
 
 
@@ -25,8 +26,11 @@ class LeastSquares:
         raise NotImplementedError
 
     def pinv(self, y) -> np.ndarray:
-        """x̂ = A⁺ y: the least-squares estimate of the data from measurements y."""
-        y = np.asarray(y, dtype=np.float64)
+        """x̂ = A⁺ y: the least-squares estimate of the data from measurements y ((p,) or (p, c))."""
+        y = check_real_array(y, "y")
+        p = self.shape[0]
+        if y.ndim not in (1, 2) or y.shape[0] != p:
+            raise ValueError(f"y must have shape ({p},) or ({p}, c), one row per measured query, got {y.shape}")
         return self._pinv_matmat(y.reshape(y.shape[0], -1)).reshape((self.size,) + y.shape[1:])
 
     def lstsq_frobenius_sq(self, workload: Workload) -> float:

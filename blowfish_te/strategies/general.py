@@ -1,8 +1,8 @@
 """Least squares for any full-column-rank strategy, by factorising AᵀA.
 
-The solver is picked by structure: a dense Cholesky factor for K <= 4096 cells; for larger
-domains, a sparse LU of AᵀA when A has a sparse form whose Gram stays sparse; otherwise LSMR
-iterations (answers only: the analytic error needs a factorisation).
+The solver is picked by structure: a sparse LU of AᵀA when A has a sparse form whose Gram stays
+sparse (at most 50 entries per column); else a dense Cholesky factor for K <= 4096 cells;
+otherwise LSMR iterations (answers only: the analytic error needs a factorisation).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 from scipy.sparse.linalg import lsmr, splu
 
+from .._validation import check_shape
 from ..workloads import Boxes, Workload, as_workload
 from ..workloads import identity as identity_workload
 from .base import LeastSquares
@@ -25,13 +26,28 @@ class GeneralStrategy(LeastSquares, Workload):
     are those of A itself."""
 
     def __init__(self, strategy):
-        base = as_workload(strategy)
+        base = as_workload(strategy, "strategy")
         self.base = base
         super().__init__(base.domain, base.num_queries, base.name)
         self.is_binary = base.is_binary
         k = base.size
-        self._factor = self._sparse_lu = None
+        self._factor = self._sparse_lu = self._sparse = None
         singular = f"strategy {base.name} does not have full column rank: AᵀA is singular"
+        try:
+            self._sparse = base.tosparse()
+        except ValueError:
+            pass
+        if self._sparse is not None:
+            gram = sp.csc_array(self._sparse.T @ self._sparse)
+            if gram.nnz <= 50 * k:
+                try:
+                    self._sparse_lu = splu(gram)
+                except RuntimeError:
+                    raise ValueError(singular) from None
+                diagonal = np.abs(self._sparse_lu.U.diagonal())
+                if diagonal.min() <= k * np.finfo(float).eps * max(diagonal.max(), 1e-300):
+                    raise ValueError(singular)
+                return
         if k <= MAX_DENSE_CELLS:
             gram = base.gram_matrix(max_entries=k * k)
             try:
@@ -42,19 +58,6 @@ class GeneralStrategy(LeastSquares, Workload):
             pivots = np.diagonal(self._factor[0]) ** 2
             if pivots.min() <= k * np.finfo(float).eps * max(np.diagonal(gram).max(), 1e-300):
                 raise ValueError(singular)
-        else:
-            try:
-                sparse = base.tosparse()
-            except ValueError:
-                sparse = None
-            if sparse is not None:
-                gram = sp.csc_array(sparse.T @ sparse)
-                if gram.nnz <= 50 * k:
-                    try:
-                        self._sparse_lu = splu(gram)
-                    except RuntimeError:
-                        raise ValueError(f"strategy {base.name} does not have full column rank: AᵀA is singular") from None
-            self._sparse = sparse
 
     def _solve(self, b: np.ndarray) -> np.ndarray:
         if self._factor is not None:
@@ -97,7 +100,7 @@ class IdentityStrategy(LeastSquares, Boxes):
     """The identity strategy: x̂ = y, so ‖W A⁺‖_F² = ‖W‖_F²."""
 
     def __init__(self, domain):
-        cells = identity_workload(domain)
+        cells = identity_workload(check_shape(domain, "domain"))
         Boxes.__init__(self, cells.domain, cells.lo, cells.hi, name=cells.name)
 
     def _pinv_matmat(self, y):

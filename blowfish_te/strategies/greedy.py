@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_int
-from ..workloads.base import Workload
+from ..workloads import Workload, as_workload
 from .hierarchy import Hierarchy, TreeStrategy
 
 #: GreedyH works with the dense Gram matrix WᵀW: K² entries.
@@ -36,6 +36,7 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
     """The GreedyH strategy for ``workload``: a ``branching``-ary hierarchy with greedy weights."""
     if rule not in ("dawa", "exact"):
         raise ValueError(f"rule must be 'dawa' or 'exact', got {rule!r}")
+    workload = as_workload(workload)
     branching = check_int(branching, "branching", minimum=2)
     grid = check_int(grid, "grid", minimum=1)
     k = workload.size

@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._grid import shape_label
-from .._validation import check_int, check_shape
+from .._validation import check_int, check_real_array, check_shape
 from ..workloads.boxes import Boxes
 from .base import LeastSquares
 
@@ -123,12 +123,14 @@ class TreeStrategy(LeastSquares, Boxes):
     """
 
     def __init__(self, hierarchy: Hierarchy, weights, name: str | None = None):
-        weights = np.array(weights, dtype=np.float64).reshape(-1)  # a copy: never the caller's array
-        if weights.shape != (hierarchy.num_nodes,) or not np.isfinite(weights).all() or (weights < 0).any():
-            raise ValueError(f"weights must be {hierarchy.num_nodes} finite non-negative numbers, one per node")
+        if not isinstance(hierarchy, Hierarchy):
+            raise TypeError(f"hierarchy must be a Hierarchy, got {type(hierarchy).__name__}")
+        weights = check_real_array(weights, "weights", minimum=0).reshape(-1)  # a copy: never the caller's array
+        if weights.shape != (hierarchy.num_nodes,):
+            raise ValueError(f"weights must be {hierarchy.num_nodes} finite non-negative numbers, one per node, got {weights.size}")
         measured = np.flatnonzero(weights > 0)
         if measured.size == 0:
-            raise ValueError("a hierarchical strategy must measure at least one node")
+            raise ValueError("weights must measure at least one node of a hierarchical strategy (some weight > 0)")
         Boxes.__init__(
             self, hierarchy.domain, hierarchy.lo[measured], hierarchy.hi[measured],
             name=name or f"tree({shape_label(hierarchy.domain)}, b={hierarchy.branching})", weights=weights[measured],
@@ -225,7 +227,7 @@ def hierarchical(domain, branching: int, root: bool = True, level_weights=None, 
     ``root=False`` leaves the total unmeasured; ``level_weights[l]`` weighs every node of level l.
     """
     h = Hierarchy(domain, branching)
-    weights = np.ones(h.height) if level_weights is None else np.asarray(level_weights, dtype=np.float64)
+    weights = np.ones(h.height) if level_weights is None else check_real_array(level_weights, "level_weights")
     if weights.shape != (h.height,):
         raise ValueError(f"level_weights must have one entry per level ({h.height}), got shape {weights.shape}")
     node_weights = weights[h.depth]

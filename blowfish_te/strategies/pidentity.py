@@ -16,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import Bounds, minimize
 
-from .._validation import check_int
+from .._validation import check_int, check_real_array
 from ..noise import RNGLike, check_rng
-from ..workloads.base import Workload, as_block, check_norm
+from ..workloads import Workload, as_workload
+from ..workloads.base import as_block, check_norm
 from .base import LeastSquares
 
 
@@ -26,9 +27,7 @@ class PIdentityStrategy(LeastSquares, Workload):
     """A = [I; Θ] diag(1/s), s = 1 + column sums of Θ (non-negative)."""
 
     def __init__(self, theta: np.ndarray, domain):
-        theta = np.asarray(theta, dtype=np.float64)
-        if theta.ndim != 2 or not np.isfinite(theta).all() or (theta < 0).any():
-            raise ValueError("theta must be a finite non-negative (p × K) array")
+        theta = check_real_array(theta, "theta", ndim=2, minimum=0)
         self.theta = theta
         self.scale = 1.0 + theta.sum(axis=0)
         super().__init__(domain, theta.shape[1] + theta.shape[0], f"p-identity(p={theta.shape[0]})")
@@ -102,9 +101,11 @@ def optimize_pidentity(
 
     The strategy depends on the workload only (never on data), so optimising it costs no privacy.
     """
+    workload = as_workload(workload)
     k = workload.size
     p = max(1, min(k // 16, 64)) if p is None else check_int(p, "p", minimum=1)
     restarts = check_int(restarts, "restarts", minimum=1)
+    maxiter = check_int(maxiter, "maxiter", minimum=1)
     gen = check_rng(rng)
     gram = workload.gram()
     gram_diag = np.asarray(workload.column_norms("l2sq"), dtype=np.float64)

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._grid import shape_label as _fmt
-from .._validation import check_int, check_shape
+from .._validation import as_array, check_int, check_shape, check_size
 from ..noise import RNGLike, check_rng
 from .all_ranges import AllRanges
 from .base import Workload
@@ -73,13 +73,14 @@ def all_ranges(k: int) -> AllRanges:
 
 def ranges(k: int, lo, hi) -> Boxes:
     """The ranges [lo[i], hi[i]] (inclusive) of a domain of k cells."""
-    k = check_int(k, "k", minimum=1)
-    return Boxes((k,), np.asarray(lo).reshape(-1), np.asarray(hi).reshape(-1), name=f"ranges({k}, m={np.size(lo)})")
+    k = check_size(k)
+    lo, hi = as_array(lo, "lo").reshape(-1), as_array(hi, "hi").reshape(-1)
+    return Boxes((k,), lo, hi, name=f"ranges({k}, m={lo.size})")
 
 
 def random_ranges(k: int, m: int, rng: RNGLike = None) -> Boxes:
     """m ranges whose two endpoints are drawn uniformly from the k cells, then sorted (SPEC §12)."""
-    k = check_int(k, "k", minimum=1)
+    k = check_size(k)
     m = check_int(m, "m", minimum=1)
     ends = check_rng(rng).integers(0, k, size=(2, m))
     return Boxes((k,), ends.min(0), ends.max(0), name=f"random_ranges({k}, m={m})")
@@ -88,7 +89,8 @@ def random_ranges(k: int, m: int, rng: RNGLike = None) -> Boxes:
 def rects(shape, lo, hi) -> Boxes:
     """The boxes [lo[i], hi[i]] of a grid (rectangles in 2-D); lo and hi have shape (m, d)."""
     shape = check_shape(shape, "shape")
-    return Boxes(shape, lo, hi, name=f"rects({_fmt(shape)}, m={np.shape(lo)[0] if np.ndim(lo) else 0})")
+    lo, hi = as_array(lo, "lo"), as_array(hi, "hi")
+    return Boxes(shape, lo, hi, name=f"rects({_fmt(shape)}, m={lo.shape[0] if lo.ndim else 0})")
 
 
 def random_rects(shape, m: int, rng: RNGLike = None) -> Boxes:
@@ -144,13 +146,14 @@ def from_matrix(matrix, domain=None) -> MatrixWorkload:
     return MatrixWorkload(matrix, domain=domain)
 
 
-def as_workload(workload) -> Workload:
-    """Return ``workload`` if it is a :class:`Workload`, else wrap a matrix with :func:`from_matrix`."""
+def as_workload(workload, name: str = "workload") -> Workload:
+    """Return ``workload`` if it is a :class:`Workload`, else wrap a matrix with :func:`from_matrix`
+    (errors name the argument ``name``)."""
     if isinstance(workload, Workload):
         return workload
     if sp.issparse(workload) or isinstance(workload, (np.ndarray, list)):
         return from_matrix(workload)
     raise TypeError(
-        f"workload must be a blowfish_te Workload or a 2-D matrix (numpy array or scipy sparse), "
+        f"{name} must be a blowfish_te Workload or a 2-D matrix (numpy array or scipy sparse), "
         f"got {type(workload).__name__}"
     )

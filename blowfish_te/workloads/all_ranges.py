@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from .._validation import check_index_array, check_int
+from .._validation import check_index_array, check_size
 from .base import Workload, as_block, check_norm
 from .boxes import Boxes
 
@@ -25,7 +25,7 @@ class AllRanges(Workload):
     is_binary = True
 
     def __init__(self, k: int):
-        k = check_int(k, "k", minimum=1)
+        k = check_size(k)
         super().__init__((k,), k * (k + 1) // 2, f"all_ranges({k})")
 
     def _endpoints(self) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._grid import offset_pairs, positive_offsets, strides
-from .._validation import check_index_array, check_shape
+from .._validation import as_array, check_index_array, check_real_array, check_shape
 from .base import CHUNK_ENTRIES, Workload, as_block, check_norm
 
 #: Cap on non-zeros of sparse forms built on request.
@@ -68,9 +68,9 @@ class Boxes(Workload):
     def __init__(self, domain, lo, hi, name: str | None = None, weights=None):
         domain = check_shape(domain, "domain")
         d = len(domain)
-        lo, hi = np.asarray(lo), np.asarray(hi)
+        lo, hi = as_array(lo, "lo"), as_array(hi, "hi")
         if lo.size == 0 or hi.size == 0:
-            raise ValueError("a workload needs at least one query, got 0 boxes")
+            raise ValueError("lo and hi must describe at least one box (a workload needs at least one query), got 0 boxes")
         for arg, arr in (("lo", lo), ("hi", hi)):
             if arr.dtype == bool or arr.dtype.kind not in "iu":
                 raise TypeError(f"{arg} must hold integer cell coordinates, got dtype {arr.dtype}")
@@ -88,9 +88,9 @@ class Boxes(Workload):
             )
         m = lo.shape[0]
         if weights is not None:
-            weights = np.asarray(weights, dtype=np.float64).reshape(-1)
-            if weights.shape != (m,) or not np.isfinite(weights).all() or (weights < 0).any():
-                raise ValueError(f"weights must be {m} finite non-negative numbers, one per box")
+            weights = check_real_array(weights, "weights", minimum=0).reshape(-1)
+            if weights.shape != (m,):
+                raise ValueError(f"weights must be {m} finite non-negative numbers, one per box, got {weights.size}")
             weights.flags.writeable = False
             if (weights == 1).all():
                 weights = None

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 
-from .._validation import check_index_array
+from .._validation import as_array, check_index_array
 from .base import CHUNK_ENTRIES, MAX_DENSE_ENTRIES, Workload, as_block, check_norm
 
 
@@ -19,7 +19,7 @@ class MatrixWorkload(Workload):
                 raise TypeError(f"matrix must be real, got a sparse matrix of dtype {matrix.dtype}")
             mat = sp.csr_array(matrix, dtype=np.float64, copy=True)  # never share the caller's arrays
         else:
-            arr = np.asarray(matrix)
+            arr = as_array(matrix, "matrix")
             if arr.dtype.kind not in "biuf":
                 raise TypeError(f"matrix must be real, got dtype {arr.dtype}")
             if arr.ndim != 2:

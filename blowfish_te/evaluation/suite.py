@@ -1,0 +1,315 @@
+"""Declarative experiment suites: one TOML file per experiment (SPEC §11).
+
+A suite names datasets, policies, one workload, mechanisms, ε values and trials; the runner
+(:mod:`blowfish_te.evaluation.runner`) takes the product. Layout::
+
+    name = "anuarbek_fig4"            # required; also the default results folder
+    description = "..."               # required: what is reproduced, and how ours differs
+    master_seed = 2026                # every data and algorithm seed derives from it
+    trials = 5                        # algorithm runs per cell
+    epsilons = [0.001, 0.01, 0.1]
+    policies = ["unbounded", "line"]  # unbounded | complete | line | threshold:θ | threshold:full | grid:θ
+
+    [data]
+    datasets = ["HEPTH", "synthetic-1d"]
+    domain = 4096                     # optional: sum adjacent cells down to it (DPBench)
+    scales = [1000, 100000]           # optional: DPBench sampling of this many records
+    data_seeds = 5                    # optional, with scales only: samples per scale
+
+    [workload]
+    kind = "identity"                 # identity | prefix | all_ranges | random_ranges | random_rects
+    queries = 2000                    # random kinds only
+    seed = 0                          # random kinds only: the fixed workload seed
+
+    [[mechanisms]]
+    name = "dawa"                     # a name of blowfish_te.mechanisms.MECHANISMS
+    label = "DAWA (ε/2-DP)"           # optional, defaults to the name
+    params = { ratio = 0.25 }         # optional constructor parameters
+    policies = ["unbounded"]          # optional: run under these of the suite's policies only
+    epsilon_factor = 0.5              # optional: run at this fraction of each ε
+    tree = "hub"                      # optional: spanning tree for cyclic policies (data-dependent
+                                      # mechanisms need one), a name from trees.candidates
+
+    [tiny]                            # optional overrides for a seconds-long CI run
+    datasets = ["synthetic-1d"]       # any of: datasets domain scales data_seeds trials
+    epsilons = [0.1]                  #         epsilons policies queries mechanisms (labels kept)
+
+Every error is a :class:`SuiteError` naming the file and the offending key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import tomllib
+from dataclasses import dataclass, field
+
+from .. import policies as pol
+from .. import workloads as wl
+from ..mechanisms import MECHANISMS, Mechanism
+from ..policies import Policy
+
+__all__ = ["MechanismSpec", "SUITES_DIR", "Suite", "SuiteError", "load_suite", "make_policy", "make_workload", "parse_suite", "policy_theta"]
+
+#: The repository's folder of experiment suites (top-level ``workloads/``).
+SUITES_DIR = pathlib.Path(__file__).resolve().parents[2] / "workloads"
+
+WORKLOAD_KINDS = ("identity", "prefix", "all_ranges", "random_ranges", "random_rects")
+_TOP = {"name", "description", "master_seed", "trials", "epsilons", "policies", "data", "workload", "mechanisms", "tiny"}
+_DATA = {"datasets", "domain", "scales", "data_seeds"}
+_WORKLOAD = {"kind", "queries", "seed"}
+_MECHANISM = {"name", "label", "params", "policies", "epsilon_factor", "tree"}
+_TINY = {"datasets", "domain", "scales", "data_seeds", "trials", "epsilons", "policies", "queries", "mechanisms"}
+
+
+class SuiteError(ValueError):
+    """A suite file that cannot be run, with the key that is wrong and what is allowed."""
+
+
+@dataclass(frozen=True)
+class MechanismSpec:
+    """One mechanism of a suite: a registered name, constructor parameters and where it runs."""
+
+    name: str
+    label: str
+    params: dict = field(default_factory=dict)
+    policies: tuple[str, ...] | None = None
+    epsilon_factor: float = 1.0
+    tree: str | None = None
+
+    def build(self) -> Mechanism:
+        """A fresh mechanism instance with the suite's parameters."""
+        return MECHANISMS[self.name](**self.params)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A validated experiment: the grid datasets × scales × data seeds × policies × mechanisms × ε × trials."""
+
+    name: str
+    description: str
+    master_seed: int
+    trials: int
+    epsilons: tuple[float, ...]
+    policies: tuple[str, ...]
+    datasets: tuple[str, ...]
+    domain: tuple[int, ...] | None
+    scales: tuple[int, ...] | None
+    data_seeds: int
+    workload: dict
+    mechanisms: tuple[MechanismSpec, ...]
+    path: str | None = None
+
+    def fingerprint(self) -> str:
+        """A hash of everything that decides the rows (not the file's path or description)."""
+        content = {k: v for k, v in self.__dict__.items() if k not in ("path", "description")}
+        content["mechanisms"] = [m.__dict__ for m in self.mechanisms]
+        return hashlib.sha256(json.dumps(content, sort_keys=True, default=list).encode()).hexdigest()[:16]
+
+
+def _fail(where: str, message: str):
+    raise SuiteError(f"{where}: {message}")
+
+
+def _unknown(where: str, table: dict, allowed: set) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        _fail(where, f"unknown key(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}")
+
+
+def _list(where: str, key: str, value, kind, minimum=None) -> tuple:
+    if not isinstance(value, list) or not value:
+        _fail(where, f"{key} must be a non-empty list, got {value!r}")
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, kind) or (minimum is not None and not item > minimum):
+            what = f"{'numbers' if kind == (int, float) else kind.__name__ + 's'}" + ("" if minimum is None else f" > {minimum}")
+            _fail(where, f"{key} must hold {what}, got {item!r}")
+    return tuple(value)
+
+
+def _int(where: str, key: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        _fail(where, f"{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def make_policy(spec: str, shape: tuple[int, ...]) -> Policy:
+    """The policy a suite names, on a domain of ``shape``: ``unbounded``, ``complete``, ``line``,
+    ``threshold:θ``, ``threshold:full`` (the complete graph: bounded DP) or ``grid:θ``."""
+    kind, _, arg = spec.partition(":")
+    if kind in ("unbounded", "complete", "line") and not arg:
+        if kind == "line":
+            if len(shape) != 1:
+                raise SuiteError(f"policy 'line' needs a 1-D domain, got shape {shape}")
+            return pol.line(shape[0])
+        return getattr(pol, kind)(shape)
+    if kind in ("threshold", "grid"):
+        if kind == "threshold" and arg == "full":
+            return pol.complete(shape)
+        if not arg.isdigit() or int(arg) < 1:
+            raise SuiteError(f"policy {spec!r}: θ must be a positive integer{' or full' if kind == 'threshold' else ''}")
+        if kind == "threshold":
+            if len(shape) != 1:
+                raise SuiteError(f"policy {spec!r} needs a 1-D domain, got shape {shape}; use grid:θ")
+            return pol.threshold(shape[0], int(arg))
+        return pol.grid(shape, int(arg))
+    raise SuiteError(f"unknown policy {spec!r}; allowed: unbounded, complete, line, threshold:θ, threshold:full, grid:θ")
+
+
+def policy_theta(spec: str, shape: tuple[int, ...]) -> float | None:
+    """θ of a threshold or grid policy (``full`` counts as the domain size), else None."""
+    kind, _, arg = spec.partition(":")
+    if kind not in ("threshold", "grid"):
+        return None
+    return float(shape[0] if arg == "full" else int(arg))
+
+
+def make_workload(spec: dict, shape: tuple[int, ...]):
+    """The workload a suite names, on a domain of ``shape``."""
+    kind = spec["kind"]
+    if kind in ("all_ranges", "random_ranges") and len(shape) != 1:
+        raise SuiteError(f"workload {kind!r} needs a 1-D domain, got shape {shape}; use random_rects")
+    if kind == "random_rects" and len(shape) != 2:
+        raise SuiteError(f"workload 'random_rects' needs a 2-D domain, got shape {shape}")
+    if kind == "identity":
+        return wl.identity(shape)
+    if kind == "prefix":
+        return wl.prefix(shape)
+    if kind == "all_ranges":
+        return wl.all_ranges(shape[0])
+    if kind == "random_ranges":
+        return wl.random_ranges(shape[0], spec["queries"], rng=spec["seed"])
+    return wl.random_rects(shape, spec["queries"], rng=spec["seed"])
+
+
+def _mechanism(where: str, entry, policies: tuple[str, ...]) -> MechanismSpec:
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    if not isinstance(entry, dict):
+        _fail(where, f"a mechanism must be a name or a table, got {entry!r}")
+    _unknown(where, entry, _MECHANISM)
+    name = entry.get("name")
+    if name not in MECHANISMS:
+        _fail(where, f"unknown mechanism name {name!r}; known: {', '.join(sorted(MECHANISMS))}")
+    params = entry.get("params", {})
+    if not isinstance(params, dict):
+        _fail(where, f"params must be a table, got {params!r}")
+    try:
+        MECHANISMS[name](**params)
+    except (TypeError, ValueError) as err:
+        _fail(where, f"mechanism {name!r} refuses params {params}: {err}")
+    label = entry.get("label", name)
+    if not isinstance(label, str) or not label:
+        _fail(where, f"label must be a non-empty string, got {label!r}")
+    only = entry.get("policies")
+    if only is not None:
+        only = _list(where, "policies", only, str)
+        missing = sorted(set(only) - set(policies))
+        if missing:
+            _fail(where, f"policies {missing} are not among the suite's policies {list(policies)}")
+    factor = entry.get("epsilon_factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        _fail(where, f"epsilon_factor must be a number in (0, 1], got {factor!r}")
+    tree = entry.get("tree")
+    if tree is not None and not isinstance(tree, str):
+        _fail(where, f"tree must be the name of a spanning tree (e.g. 'hub', 'snake', 'bfs'), got {tree!r}")
+    return MechanismSpec(name, label, dict(params), only, float(factor), tree)
+
+
+def load_suite(path, tiny: bool = False) -> Suite:
+    """Read and validate a suite: a path to a TOML file, or the name of one in :data:`SUITES_DIR`.
+
+    ``tiny=True`` applies the file's ``[tiny]`` overrides (a configuration small enough for CI).
+    """
+    path = pathlib.Path(path)
+    if not path.suffix and not path.exists():
+        path = SUITES_DIR / f"{path}.toml"
+    if not path.is_file():
+        known = sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
+        raise SuiteError(f"suite {str(path)!r} not found; suites in {SUITES_DIR}: {', '.join(known) or 'none'}")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise SuiteError(f"{path}: not valid TOML: {err}") from None
+    return parse_suite(raw, str(path), tiny)
+
+
+def parse_suite(raw: dict, where: str = "suite", tiny: bool = False) -> Suite:
+    """Validate a suite given as a dict (the parsed TOML)."""
+    _unknown(where, raw, _TOP)
+    for key in ("name", "description", "epsilons", "policies", "data", "workload", "mechanisms"):
+        if key not in raw:
+            _fail(where, f"missing required key {key!r}")
+    data, work = raw["data"], raw["workload"]
+    if not isinstance(data, dict) or not isinstance(work, dict):
+        _fail(where, "data and workload must be tables")
+    _unknown(f"{where} [data]", data, _DATA)
+    _unknown(f"{where} [workload]", work, _WORKLOAD)
+    if "datasets" not in data:
+        _fail(f"{where} [data]", "missing required key 'datasets'")
+    merged = {**raw, **data, "queries": work.get("queries")}
+    overrides = raw.get("tiny", {})
+    if not isinstance(overrides, dict):
+        _fail(where, "tiny must be a table")
+    _unknown(f"{where} [tiny]", overrides, _TINY)
+    if tiny:
+        merged.update(overrides)
+    name = raw["name"]
+    if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
+        _fail(where, f"name must be letters, digits, '_' or '-', got {name!r}")
+    if not isinstance(raw["description"], str):
+        _fail(where, "description must be a string")
+    policies = _list(where, "policies", merged["policies"], str)
+    datasets = _list(where, "datasets", merged["datasets"], str)
+    epsilons = tuple(float(e) for e in _list(where, "epsilons", merged["epsilons"], (int, float), 0))
+    domain = merged.get("domain")
+    if domain is not None:
+        domain = (domain,) if isinstance(domain, int) and not isinstance(domain, bool) else _list(where, "domain", domain, int, 0)
+        if any(d < 1 for d in domain):
+            _fail(where, f"domain must hold positive integers, got {domain!r}")
+    scales = merged.get("scales")
+    if scales is not None:
+        scales = _list(where, "scales", scales, int, 0)
+    data_seeds = _int(where, "data_seeds", merged.get("data_seeds", 1), 1)
+    if scales is None and data_seeds != 1:
+        _fail(where, "data_seeds needs scales: without sampling there is one dataset")
+    kind = work.get("kind")
+    if kind not in WORKLOAD_KINDS:
+        _fail(f"{where} [workload]", f"unknown kind {kind!r}; allowed: {', '.join(WORKLOAD_KINDS)}")
+    workload = {"kind": kind}
+    if kind.startswith("random"):
+        workload["queries"] = _int(f"{where} [workload]", "queries", merged.get("queries"), 1)
+        workload["seed"] = _int(f"{where} [workload]", "seed", work.get("seed", 0), 0)
+    elif "queries" in work or "seed" in work:
+        _fail(f"{where} [workload]", f"queries and seed apply to random workloads only, not {kind!r}")
+    for spec in policies:
+        make_policy(spec, domain or ((8, 8) if spec.startswith("grid") else (8,)))  # syntax only
+    entries = raw["mechanisms"]
+    if not isinstance(entries, list) or not entries:
+        _fail(where, "mechanisms must be a non-empty list")
+    every_policy = _list(where, "policies", raw["policies"], str)  # [tiny] may keep only some
+    mechanisms = tuple(_mechanism(f"{where} mechanisms[{i}]", e, every_policy) for i, e in enumerate(entries))
+    labels = [m.label for m in mechanisms]
+    if len(set(labels)) != len(labels):
+        _fail(where, f"mechanism labels must be distinct, got {labels}")
+    if tiny and "mechanisms" in overrides:
+        keep = _list(f"{where} [tiny]", "mechanisms", overrides["mechanisms"], str)
+        if set(keep) - set(labels):
+            _fail(f"{where} [tiny]", f"mechanisms {sorted(set(keep) - set(labels))} are not labels of the suite: {labels}")
+        mechanisms = tuple(m for m in mechanisms if m.label in keep)
+    return Suite(
+        name=name,
+        description=raw["description"],
+        master_seed=_int(where, "master_seed", raw.get("master_seed", 0), 0),
+        trials=_int(where, "trials", merged.get("trials", 1), 1),
+        epsilons=epsilons,
+        policies=policies,
+        datasets=datasets,
+        domain=None if domain is None else tuple(domain),
+        scales=scales,
+        data_seeds=data_seeds,
+        workload=workload,
+        mechanisms=mechanisms,
+        path=where,
+    )

@@ -1,0 +1,310 @@
+import csv
+import json
+import math
+import pathlib
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy import stats
+
+from blowfish_te import datasets, metrics
+from blowfish_te.cli import main, records_to_histogram
+from blowfish_te.evaluation import SUITES_DIR, SuiteError, cells, load_suite, parse_suite, read_rows, run_suite, summarize
+
+SUITES = sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
+
+
+def _suite(**changes):
+    raw = {
+        "name": "toy",
+        "description": "a toy suite",
+        "master_seed": 3,
+        "trials": 2,
+        "epsilons": [0.5, 1.0],
+        "policies": ["unbounded", "line", "threshold:3"],
+        "data": {"datasets": ["synthetic-1d"], "domain": 32, "scales": [500], "data_seeds": 2},
+        "workload": {"kind": "random_ranges", "queries": 40, "seed": 1},
+        "mechanisms": [
+            "identity",
+            {"name": "hb", "label": "HB f=4", "params": {"branching": 4}, "policies": ["unbounded", "line"]},
+            {"name": "dawa", "tree": "hub", "epsilon_factor": 0.5},
+        ],
+    }
+    for key, value in changes.items():
+        if key in ("datasets", "domain", "scales", "data_seeds"):
+            raw["data"][key] = value
+        else:
+            raw[key] = value
+    return parse_suite(raw)
+
+
+def _table(path: pathlib.Path) -> list[dict]:
+    return [{k: v for k, v in row.items() if k != "runtime_s"} for row in read_rows(path / "results.csv")]
+
+
+def test_runner_is_deterministic_across_runs_and_processes(tmp_path):
+    suite = _suite()
+    rows = run_suite(suite, tmp_path / "a")
+    assert len(rows) == len(cells(suite)) == 2 * (3 + 2 + 3) * 2 * 2  # data seeds × (policy, mechanism) pairs × ε × trials
+    assert all(r["status"] == "ok" for r in rows)
+    run_suite(suite, tmp_path / "b")
+    run_suite(suite, tmp_path / "c", jobs=2)
+    assert _table(tmp_path / "a") == _table(tmp_path / "b") == _table(tmp_path / "c")
+    other = run_suite(parse_suite({**_raw_of(suite), "master_seed": 4}), tmp_path / "d")
+    assert [r["mse"] for r in other] != [r["mse"] for r in rows]
+
+
+def _raw_of(suite):
+    return {
+        "name": suite.name, "description": suite.description, "master_seed": suite.master_seed, "trials": suite.trials,
+        "epsilons": list(suite.epsilons), "policies": list(suite.policies),
+        "data": {"datasets": list(suite.datasets), "domain": list(suite.domain), "scales": list(suite.scales), "data_seeds": suite.data_seeds},
+        "workload": dict(suite.workload),
+        "mechanisms": [{"name": m.name, "label": m.label, "params": m.params, "epsilon_factor": m.epsilon_factor,
+                        **({"policies": list(m.policies)} if m.policies else {}), **({"tree": m.tree} if m.tree else {})}
+                       for m in suite.mechanisms],
+    }
+
+
+def test_rows_hold_parameters_errors_and_the_right_epsilon(tmp_path):
+    rows = run_suite(_suite(), tmp_path)
+    dawa = [r for r in rows if r["mechanism"] == "dawa"]
+    assert all(r["epsilon_used"] == r["epsilon"] / 2 for r in dawa)
+    hub = [r for r in dawa if r["policy"] == "threshold:3"]
+    assert hub and all(r["tree"].startswith("hub") and r["stretch"] == 3 for r in hub)
+    x = datasets.dpbench_sample(datasets.load("synthetic-1d"), 500, 32, rng=0)
+    assert {r["scale"] for r in rows} == {500} and {r["domain"] for r in rows} == {"32"} and x.sum() == 500
+    ident = [r for r in rows if r["mechanism"] == "identity" and r["policy"] == "line"]
+    assert all(r["route"] == "transform" and r["expected_mse"] > 0 for r in ident)
+    # a mechanism that refuses a policy leaves an error row, not a crash and not a silent gap
+    suite = _suite(mechanisms=[{"name": "dawa"}])  # no tree: refused under the cyclic threshold policy
+    rows = run_suite(suite, tmp_path / "refused")
+    refused = [r for r in rows if r["policy"] == "threshold:3"]
+    assert refused and all(r["status"].startswith("error: CyclicPolicyError") and r["mse"] is None for r in refused)
+    assert all(s["n"] == 0 for s in summarize(rows) if s["policy"] == "threshold:3")
+
+
+def test_resume_skips_finished_cells_and_gives_the_same_table(tmp_path):
+    suite = _suite()
+    run_suite(suite, tmp_path / "full")
+    out = tmp_path / "partial"
+    run_suite(suite, out)
+    lines = (out / "results.csv").read_text().splitlines()
+    (out / "results.csv").write_text("\n".join(lines[:11]) + "\n")  # header + 10 rows survive a crash
+    seen = []
+    run_suite(suite, out, progress=lambda done, total: seen.append((done, total)))
+    assert seen[0][0] > 10 and seen[-1] == (len(cells(suite)), len(cells(suite)))
+    assert _table(out) == _table(tmp_path / "full")
+    with pytest.raises(SuiteError, match="different configuration"):
+        run_suite(_suite(trials=3), out)
+    run_suite(_suite(trials=1), out, resume=False)
+    assert len(read_rows(out / "results.csv")) == len(cells(_suite(trials=1)))
+
+
+def test_summary_means_and_student_t_intervals():
+    rows = [{"dataset": "d", "domain": "4", "scale": 10.0, "policy": "line", "theta": None, "workload": "w",
+             "mechanism": "m", "epsilon": 1.0, "status": "ok", "mse": v, "scaled_l2": v / 10, "expected_mse": 2.0,
+             "runtime_s": 0.1, "route": "transform", "stretch": 1.0} for v in (1.0, 2.0, 6.0)]
+    (s,) = summarize(rows)
+    assert s["n"] == 3 and s["mse"] == 3.0
+    assert s["mse_ci95"] == pytest.approx(stats.t.ppf(0.975, 2) * math.sqrt(7.0) / math.sqrt(3))
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"policies": ["line", "circle"]}, "unknown policy 'circle'"),
+    ({"policies": ["threshold:0"]}, "θ must be a positive integer"),
+    ({"epsilons": [0.1, -1]}, "epsilons must hold numbers > 0"),
+    ({"epsilons": []}, "epsilons must be a non-empty list"),
+    ({"trials": 0}, "trials must be an integer >= 1"),
+    ({"mechanisms": ["telepathy"]}, "unknown mechanism name 'telepathy'"),
+    ({"mechanisms": [{"name": "hb", "params": {"branching": 1}}]}, "refuses params"),
+    ({"mechanisms": [{"name": "hb", "colour": "red"}]}, "unknown key.*colour"),
+    ({"mechanisms": [{"name": "hb", "policies": ["grid:1"]}]}, "not among the suite's policies"),
+    ({"mechanisms": [{"name": "hb", "epsilon_factor": 2}]}, "epsilon_factor must be a number in"),
+    ({"mechanisms": ["hb", "hb"]}, "labels must be distinct"),
+    ({"scales": None, "data_seeds": 3}, "data_seeds needs scales"),
+    ({"scales": [0]}, "scales must hold ints > 0"),
+    ({"workload": {"kind": "cubes"}}, "unknown kind 'cubes'"),
+    ({"workload": {"kind": "random_ranges"}}, "queries must be an integer >= 1"),
+    ({"workload": {"kind": "prefix", "queries": 5}}, "apply to random workloads only"),
+    ({"colour": "red"}, "unknown key.*colour"),
+    ({"name": "a b"}, "name must be letters"),
+])
+def test_suite_validation_errors_name_the_key(changes, message):
+    raw = _raw_of(_suite())
+    for key, value in changes.items():
+        if key in raw["data"] or key in ("scales", "data_seeds"):
+            if value is None:
+                raw["data"].pop(key)
+            else:
+                raw["data"][key] = value
+        else:
+            raw[key] = value
+    with pytest.raises(SuiteError, match=message):
+        parse_suite(raw)
+
+
+def test_suite_files_report_toml_and_lookup_errors(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = 'x\n")
+    with pytest.raises(SuiteError, match="not valid TOML"):
+        load_suite(bad)
+    with pytest.raises(SuiteError, match="not found.*he14_fig2_adult"):
+        load_suite("no_such_suite")
+    missing = tmp_path / "missing.toml"
+    missing.write_text("name = 'x'\ndescription = 'y'\n")
+    with pytest.raises(SuiteError, match="missing required key 'epsilons'"):
+        load_suite(missing)
+
+
+def test_the_published_suites_are_all_here():
+    assert {"he14_fig2_adult", "anuarbek_fig4", "dpbench_1d_prefix", "dpbench_2d_ranges"} <= set(SUITES)
+
+
+@pytest.mark.parametrize("name", SUITES)
+def test_every_suite_validates_and_runs_in_its_tiny_configuration(name, tmp_path):
+    full = load_suite(name)
+    assert len(full.description) > 80  # says what is reproduced and how ours differs
+    tiny = load_suite(name, tiny=True)
+    assert len(cells(tiny)) < len(cells(full))
+    rows = run_suite(tiny, tmp_path)
+    assert rows and all(r["status"] == "ok" for r in rows), {r["status"] for r in rows}
+    assert all(np.isfinite(r["mse"]) and r["mse"] > 0 for r in rows)
+
+
+def test_dpbench_sampling_and_coarsening():
+    shape = np.array([0, 5, 3, 2, 0, 0, 6, 4])
+    assert np.array_equal(datasets.coarsen(shape, 4), [5, 5, 0, 10])
+    grid = np.arange(16).reshape(4, 4)
+    assert np.array_equal(datasets.coarsen(grid, (2, 2)), [[10, 18], [42, 50]])
+    a = datasets.dpbench_sample(shape, 10_000, 4, rng=5)
+    assert a.sum() == 10_000 and np.array_equal(a, datasets.dpbench_sample(shape, 10_000, 4, rng=5))
+    draws = np.array([datasets.dpbench_sample(shape, 1000, rng=t) for t in range(400)])
+    p = shape / shape.sum()
+    se = np.sqrt(1000 * p * (1 - p) / 400)
+    assert np.all(np.abs(draws.mean(0) - 1000 * p) <= 5 * se + 1e-12)
+    assert np.all(draws[:, shape == 0] == 0)
+    with pytest.raises(ValueError, match="domain"):
+        datasets.coarsen(shape, 3)
+    with pytest.raises(ValueError, match="no records"):
+        datasets.dpbench_sample(np.zeros(4), 10)
+    with pytest.raises(ValueError, match="scale"):
+        datasets.dpbench_sample(shape, 0)
+
+
+def test_builtin_datasets_need_no_data_directory(monkeypatch):
+    monkeypatch.delenv(datasets.DATA_DIR_ENV, raising=False)
+    assert datasets.load("synthetic-1d").shape == (4096,)
+    assert datasets.load("synthetic-2d").shape == (256, 256)
+    assert np.array_equal(datasets.load("synthetic-2d"), datasets.synthetic_2d((256, 256), 100_000, rng=0))
+    assert set(datasets.available()) == set(datasets.BUILTIN)
+
+
+def test_metrics():
+    truth, est = np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, 4.0, 3.0, 2.0])
+    assert metrics.per_query_mse(truth, est) == 2.0
+    assert metrics.scaled_l2_error(truth, est, 10) == pytest.approx(math.sqrt(8) / 40)
+    with pytest.raises(ValueError, match="shape"):
+        metrics.per_query_mse(truth, est[:3])
+
+
+# -- CLI ------------------------------------------------------------------------------------------
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_cli_run_on_a_histogram_file(tmp_path):
+    x = datasets.synthetic(64, 2000, rng=1)
+    np.save(tmp_path / "x.npy", x)
+    result = _invoke("run", tmp_path / "x.npy", "--epsilon", 0.5, "--policy", "line", "--workload", "prefix", "--seed", 3)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["route"] == "transform" and out["policy"] == "line(64)" and out["stretch"] == 1 and out["epsilon"] == 0.5
+    truth = np.cumsum(x)
+    assert len(out["answers"]) == 64 and out["answers"][-1] == truth[-1]  # n is public under line
+    assert np.mean((np.array(out["answers"]) - truth) ** 2) < 20 * out["expected_mse"]
+    np.savetxt(tmp_path / "x.csv", x, fmt="%d")
+    again = _invoke("run", tmp_path / "x.csv", "--epsilon", 0.5, "--policy", "line", "--workload", "prefix", "--seed", 3)
+    assert json.loads(again.output)["answers"] == out["answers"]
+    result = _invoke("run", tmp_path / "x.npy", "--epsilon", 1, "--policy", "threshold:4", "--workload", "random_ranges:25",
+                     "--seed", 0, "--format", "csv", "--output", tmp_path / "out.csv")
+    assert result.exit_code == 0, result.output
+    with open(tmp_path / "out.csv") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 25 and {"answer", "epsilon", "policy", "mechanism", "route", "stretch", "expected_mse"} <= set(table[0])
+
+
+def test_cli_run_on_records_never_drops_one(tmp_path):
+    records = tmp_path / "people.csv"
+    records.write_text("name,age\na,30\nb,31\nc,31\nd,150\ne,-2\n")
+    result = _invoke("run", records, "--column", "age", "--lower", 0, "--upper", 99, "--epsilon", 1, "--seed", 0)
+    assert result.exit_code == 1
+    assert "2 record(s) outside the domain 0..99" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(main, ["run", str(records), "--column", "age", "--lower", "0", "--upper", "99",
+                                                       "--epsilon", "1", "--seed", "0", "--outside", "clamp", "--policy", "unbounded"])
+    assert result.exit_code == 0, result.output
+    assert "2 record(s) outside 0..99 were clamped" in result.stderr
+    assert len(json.loads(result.stdout)["answers"]) == 100
+    x, clamped = records_to_histogram(["30", "31", "31", "150", "-2"], 0, 99, "clamp")
+    assert clamped == 2 and x.sum() == 5 and x[0] == 1 and x[99] == 1 and x[31] == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--column", "age", "--lower", "0"], "--lower and --upper"),
+    (["--column", "height", "--lower", "0", "--upper", "9"], "--column 'height' is not in"),
+    (["--column", "age", "--lower", "9", "--upper", "0"], "--upper (0) must be >= --lower (9)"),
+    (["--column", "score", "--lower", "0", "--upper", "9"], "is not an integer"),
+    (["--column", "blank", "--lower", "0", "--upper", "9"], "is not a number"),
+    (["--column", "age", "--lower", "0", "--upper", "99", "--policy", "circle"], "unknown policy 'circle'"),
+    (["--column", "age", "--lower", "0", "--upper", "99", "--workload", "cubes"], "--workload 'cubes'"),
+    (["--column", "age", "--lower", "0", "--upper", "99", "--workload", "random_ranges"], "number of queries"),
+    (["--column", "age", "--lower", "0", "--upper", "99", "--mechanism", "telepathy"], "unknown mechanism 'telepathy'"),
+])
+def test_cli_run_bad_arguments_get_one_line_errors(tmp_path, args, message):
+    records = tmp_path / "r.csv"
+    records.write_text("age,score,blank\n3,1.5,\n4,2,\n")
+    result = _invoke("run", records, "--epsilon", 1, "--seed", 0, *args)
+    assert result.exit_code == 1, result.output
+    assert message in result.output and result.output.count("\n") == 1
+
+
+def test_cli_bench_plot_and_datasets(tmp_path):
+    suite = tmp_path / "mini.toml"
+    suite.write_text(
+        'name = "mini"\ndescription = "a mini suite"\nepsilons = [0.5, 1.0]\npolicies = ["line", "threshold:2", "threshold:4"]\n'
+        'trials = 2\n[data]\ndatasets = ["synthetic-1d"]\ndomain = 16\n[workload]\nkind = "prefix"\n'
+        '[[mechanisms]]\nname = "identity"\n'
+    )
+    out = tmp_path / "res"
+    result = _invoke("bench", suite, "--out", out, "--no-plot")
+    assert result.exit_code == 0, result.output
+    assert "| synthetic-1d | 16 |" in result.output and (out / "summary.md").exists()
+    pytest.importorskip("matplotlib")
+    result = _invoke("plot", out)
+    assert result.exit_code == 0, result.output
+    names = {pathlib.Path(line).name for line in result.output.split()}
+    assert names == {f"synthetic-1d_mse_vs_{axis}.{ext}" for axis in ("epsilon", "theta") for ext in ("png", "svg")}
+    assert _invoke("bench", tmp_path / "nope.toml").exit_code == 1
+    listing = _invoke("datasets")
+    assert "synthetic-1d" in listing.output and "4096" in listing.output
+    assert "does not exist" in _invoke("datasets", "--data-dir", tmp_path / "nowhere").output
+
+
+def test_parquet_results_match_csv(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = run_suite(_suite(trials=1, epsilons=[1.0]), tmp_path)
+    table = pq.read_table(tmp_path / "results.parquet").to_pylist()
+    assert [r["key"] for r in table] == [r["key"] for r in rows]
+    assert [r["mse"] for r in table] == [r["mse"] for r in rows]
+
+
+def test_dataset_names_are_not_patterns(tmp_path):
+    (tmp_path / "1D").mkdir()
+    np.save(tmp_path / "1D" / "TOY.npy", np.array([1, 2]))
+    for name in ("*", "T?Y", "../TOY", "1D/TOY"):
+        with pytest.raises(ValueError, match="plain name"):
+            datasets.load(name, tmp_path)
+    assert datasets.load("TOY", tmp_path).sum() == 3

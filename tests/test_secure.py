@@ -1,0 +1,395 @@
+"""The secure sampling path (SPEC §10): exact discrete Laplace, the lattice scheme, rng=None.
+
+The distribution tests draw from secure randomness, so they are not seeded: each is a χ² test
+against the exact distribution at α = 1e-6 (a false alarm once in a million runs), with bins of
+probability about 1/40 or more under the hypothesis. Each also shows power: the same test, with the noise
+scale of the hypothesis off by 30 %, must reject with a wide margin (its statistic is several
+times the critical value; expected margins are given at each test).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from blowfish_te import answer, policies
+from blowfish_te import mechanisms as M
+from blowfish_te import workloads as wl
+from blowfish_te.mechanisms import Mechanism
+from blowfish_te.noise import NUMPY_LAPLACE, add_laplace, check_rng, laplace
+from blowfish_te.partitions import _interval_scores, dawa_partition, matching_partition, noisy_pairing_partition
+from blowfish_te.secure import (
+    SecureRandom,
+    default_backend,
+    discrete_laplace,
+    integer_laplace,
+    lattice_laplace,
+    lattice_spacing,
+    opendp_available,
+    sampler_name,
+)
+
+ALPHA = 1e-6
+BINS = 40
+needs_opendp = pytest.mark.skipif(not opendp_available(), reason="OpenDP (the [secure] extra) is not installed")
+
+
+def dlap_cdf(k: np.ndarray, scale: float) -> np.ndarray:
+    """P(Z <= k) for Z ~ DLap(scale): 1 - α^(k+1)/(1+α) for k >= 0, α^(-k)/(1+α) for k < 0."""
+    k = np.asarray(k, dtype=np.float64)
+    alpha = np.exp(-1.0 / scale)
+    return np.where(k >= 0, 1.0 - np.exp(-(k + 1) / scale) / (1 + alpha), np.exp(k / scale) / (1 + alpha))
+
+
+def chi2_statistic(draws: np.ndarray, scale: float) -> tuple[float, float]:
+    """χ² of integer draws against DLap(scale) and its critical value at ALPHA.
+
+    Bins are cut at the integers just below the Laplace(scale) quantiles j/BINS (merged where
+    they coincide), so under the hypothesis every bin has probability about 1/BINS or more; the
+    bin probabilities are exact (from :func:`dlap_cdf`).
+    """
+    p = np.arange(1, BINS) / BINS
+    quantiles = np.where(p < 0.5, scale * np.log(2 * p), -scale * np.log(2 * (1 - p)))
+    edges = np.unique(np.floor(quantiles))
+    cdf = np.concatenate([[0.0], dlap_cdf(edges, scale), [1.0]])
+    expected = draws.size * np.diff(cdf)
+    observed = np.bincount(np.searchsorted(edges, draws, side="left"), minlength=edges.size + 1)
+    statistic = float(np.sum((observed - expected) ** 2 / expected))
+    return statistic, float(stats.chi2.isf(ALPHA, edges.size))
+
+
+def assert_fits_and_has_power(draws: np.ndarray, scale: float, margin: float) -> None:
+    """Accept DLap(scale); reject DLap(1.3·scale) and DLap(0.7·scale) with statistic > margin × critical."""
+    statistic, critical = chi2_statistic(draws, scale)
+    assert statistic < critical, f"χ² {statistic:.1f} >= {critical:.1f}: draws do not fit DLap({scale})"
+    for wrong in (1.3 * scale, 0.7 * scale):
+        statistic, critical = chi2_statistic(draws, wrong)
+        assert statistic > margin * critical, f"χ² {statistic:.1f} vs DLap({wrong}): no power"
+
+
+SCALE = Fraction(10, 3)  # a rational scale with a denominator, so ⌊X/den⌋ is exercised
+
+
+@pytest.fixture(scope="module")
+def opendp_draws() -> np.ndarray:
+    if not opendp_available():
+        pytest.skip("OpenDP (the [secure] extra) is not installed")
+    return discrete_laplace(SCALE, 10**5, backend="opendp")
+
+
+@pytest.fixture(scope="module")
+def fallback_draws() -> np.ndarray:
+    return discrete_laplace(SCALE, 2 * 10**4, backend="fallback")
+
+
+def test_opendp_discrete_laplace_is_exact(opendp_draws):
+    # 10^5 draws: against a 30 % wrong scale the statistic is about 90x (1.3·t) and 280x (0.7·t)
+    # the critical value, with a standard deviation of about 3 % of that
+    assert opendp_draws.dtype == np.int64 and opendp_draws.size == 10**5
+    assert_fits_and_has_power(opendp_draws, float(SCALE), margin=20)
+
+
+def test_fallback_discrete_laplace_is_exact(fallback_draws):
+    # 2·10^4 draws: against a 30 % wrong scale the statistic is about 18x (1.3·t) and 57x (0.7·t)
+    # the critical value, with a standard deviation of about 6 % of that
+    assert fallback_draws.dtype == np.int64 and fallback_draws.size == 2 * 10**4
+    assert_fits_and_has_power(fallback_draws, float(SCALE), margin=5)
+
+
+def test_fallback_and_opendp_agree(opendp_draws, fallback_draws):
+    # two-sample homogeneity on |Z| up to 9, the rest pooled (expected counts >= 200 per cell)
+    table = np.array([np.bincount(np.minimum(np.abs(d), 10), minlength=11) for d in (opendp_draws, fallback_draws)])
+    assert stats.chi2_contingency(table).pvalue > ALPHA
+    shifted = table.copy()
+    shifted[1] = np.bincount(np.minimum(np.abs(fallback_draws) // 2, 10), minlength=11)  # a broken sampler
+    assert stats.chi2_contingency(shifted).pvalue < ALPHA
+
+
+@pytest.mark.parametrize(
+    "backend, size, margin",
+    # grid-unit scales near 5e10, so DLap is close to continuous: against a 30 % wrong scale the
+    # statistic is about 58x / 163x the critical value with 10^5 draws, 12x / 33x with 2·10^4
+    [pytest.param("opendp", 10**5, 20, marks=needs_opendp), ("fallback", 2 * 10**4, 5)],
+)
+def test_lattice_laplace_is_exact(backend, size, margin):
+    values = np.random.default_rng(1).normal(0.0, 50.0, size)  # real-valued, off any grid
+    scale, delta = 0.7, 2.0
+    e = lattice_spacing(delta, size)
+    assert size * 2.0**e <= 2.0**-20 * delta < 2 * size * 2.0**e  # the largest such power of two
+    out = lattice_laplace(values, scale, delta, backend=backend)
+    units = np.ldexp(out, -e)
+    assert np.array_equal(units, np.round(units))  # on the grid 2^e·ℤ
+    noise = (units - np.rint(np.ldexp(values, -e))).astype(np.int64)
+    t = scale / 2.0**e + size * scale / delta  # documented grid-unit scale: (Δ + dΛ)/(Λε)
+    assert 1 <= t * 2.0**e / scale <= 1 + 2.0**-20
+    assert_fits_and_has_power(noise, t, margin)
+
+
+def test_integer_laplace_adds_exact_integers():
+    base = np.array([0, 7, 2**40, -3])
+    out = integer_laplace(base, 1.5)
+    assert out.dtype == np.float64 and np.array_equal(out, np.round(out))
+    assert np.abs(out - base).max() < 200  # P(|Z| >= 200) < 1e-50 per draw
+    assert np.array_equal(integer_laplace(base, 0), base)
+    with pytest.raises(ValueError, match="integers"):
+        integer_laplace(np.array([0.5, 1.0]), 1.0)
+
+
+def test_numpy_scalars_are_exact_scales():
+    for scale in (np.int64(3), np.float32(2.5), Fraction(np.int64(7), np.int64(2))):
+        draws = discrete_laplace(scale, 50, backend="fallback")
+        assert draws.dtype == np.int64 and np.abs(draws).max() < 200
+
+
+def test_zero_scale_and_empty_draws():
+    assert np.array_equal(discrete_laplace(0, 4), np.zeros(4, dtype=np.int64))
+    assert discrete_laplace(2.0, 0).shape == (0,)
+    values = np.array([0.25, -1.5])
+    assert np.array_equal(lattice_laplace(values, 0.0, 1.0), values)
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: discrete_laplace(-1.0, 3), ValueError, "scale"),
+        (lambda: discrete_laplace(float("nan"), 3), ValueError, "scale"),
+        (lambda: discrete_laplace(2.0**53, 3), ValueError, "scale"),
+        (lambda: discrete_laplace("1", 3), TypeError, "scale"),
+        (lambda: discrete_laplace(1.0, -1), ValueError, "size"),
+        (lambda: discrete_laplace(1.0, 2.5), TypeError, "size"),
+        (lambda: discrete_laplace(1.0, 3, backend="numpy"), ValueError, "backend"),
+        (lambda: lattice_laplace(np.zeros(3), 1.0, 0.0), ValueError, "sensitivity"),
+        (lambda: lattice_laplace(np.zeros(3), 1.0, -1.0), ValueError, "sensitivity"),
+        (lambda: lattice_laplace(np.array([np.inf]), 1.0, 1.0), ValueError, "finite"),
+        (lambda: lattice_laplace(np.zeros(3), 1e16, 1e-16), ValueError, "2\\*\\*52"),
+        (lambda: integer_laplace(np.zeros((2, 2)), 1.0), ValueError, "1-D"),
+    ],
+)
+def test_bad_arguments_are_named(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+# -- rng=None in releases -------------------------------------------------------------------
+
+
+def test_rng_none_is_the_secure_generator():
+    gen = check_rng(None)
+    assert isinstance(gen, SecureRandom) and gen.backend == default_backend()
+    assert check_rng(gen) is gen
+    before = gen.tally()
+    assert sorted(gen.permutation(10)) == list(range(10))  # other draws still work ...
+    assert gen.summary(before) == ("numpy.random.Generator.permutation (secrets-seeded, not hardened)", False)
+    before = gen.tally()
+    add_laplace(np.arange(3), 1.0, gen, sensitivity=1.0, integer=True)
+    assert gen.summary(before) == (sampler_name("integer", gen.backend), True)
+    assert gen.summary(gen.tally()) == ("none", True)
+    assert not np.array_equal(SecureRandom().integers(0, 2**62, 4), SecureRandom().integers(0, 2**62, 4))
+
+
+def test_secure_identity_release_is_integer_and_exact():
+    # unbounded policy: x_G = x, Δ = 1, so the answers are x + DLap(1/ε) i.i.d.
+    k, eps = 2 * 10**4, 0.4
+    x = np.random.default_rng(5).integers(0, 1000, k)
+    release = answer(wl.identity(k), x, policies.unbounded(k), eps, "identity")
+    assert release.secure and release.sampler == sampler_name("integer", default_backend())
+    assert release.noise_scale == 1 / eps
+    noise = release.answers - x
+    assert np.array_equal(noise, np.round(noise))
+    assert_fits_and_has_power(noise.astype(np.int64), 1 / eps, margin=5)  # expected about 19x / 66x
+
+
+def test_a_secure_random_chooses_the_backend():
+    x = np.array([5, 0, 9])
+    release = answer(wl.identity(3), x, policies.unbounded(3), 1.0, rng=SecureRandom("fallback"))
+    assert release.secure and release.sampler == sampler_name("integer", "fallback")
+    assert "blowfish_te fallback" in release.sampler and np.array_equal(release.answers, np.round(release.answers))
+
+
+def test_secure_release_of_a_real_strategy_uses_the_lattice():
+    w = wl.from_matrix([[0.5, 1.0, 0.0], [1.0, 0.25, 1.0]])
+    release = answer(w, [3, 1, 4], policies.complete(3), 1.0, "laplace", route="exact")
+    assert release.secure and release.sampler == sampler_name("lattice", default_backend())
+    assert not np.array_equal(release.answers, np.round(release.answers))
+
+
+def test_seeded_releases_are_the_fast_path_bit_for_bit():
+    x = np.array([3, 4, 5, 6, 7])
+    release = answer(wl.identity(5), x, policies.unbounded(5), 0.5, rng=7)
+    assert not release.secure and release.sampler == NUMPY_LAPLACE
+    # what the fast path always computed: W (A x + Laplace(Δ/ε)), A = W = I, Δ = 1, ε = 0.5
+    assert np.array_equal(release.answers, wl.identity(5) @ (x + np.random.default_rng(7).laplace(0.0, 2.0, 5)))
+    again = answer(wl.identity(5), x, policies.unbounded(5), 0.5, rng=np.random.default_rng(7))
+    assert np.array_equal(release.answers, again.answers)
+
+
+class _TwoDraws(Mechanism):
+    """Noisy answers from the hardened path, plus (optionally) a noise-only floating-point draw."""
+
+    name = "two_draws"
+
+    def __init__(self, also_float: bool):
+        self.also_float = also_float
+
+    def run(self, workload, x, epsilon, rng=None):
+        gen = check_rng(rng)
+        y = add_laplace(np.asarray(x), 1 / epsilon, gen, sensitivity=1.0, integer=True)
+        if self.also_float:
+            y = y + laplace(1 / epsilon, y.size, gen)
+        return workload @ y
+
+
+def test_a_release_is_secure_only_if_every_draw_was_hardened():
+    x = np.array([1, 2, 3, 4])
+    hardened = answer(wl.identity(4), x, policies.unbounded(4), 1.0, _TwoDraws(False))
+    assert hardened.secure and hardened.sampler == sampler_name("integer", default_backend())
+    mixed = answer(wl.identity(4), x, policies.unbounded(4), 1.0, _TwoDraws(True))
+    assert not mixed.secure
+    assert mixed.sampler.split("; ") == sorted(
+        [sampler_name("integer", default_backend()), "numpy.random.Generator.laplace (secrets-seeded, not hardened)"]
+    )
+
+
+def test_secure_release_without_noise():
+    release = answer(wl.prefix(3), np.array([2, 0, 5]), policies.partition([0, 1, 2]), 1.0)
+    assert release.secure and release.sampler.startswith("none")
+    assert np.array_equal(release.answers, [2, 2, 7])
+
+
+# -- the other mechanisms on the secure path ----------------------------------------------------
+
+K12 = 12
+X12 = np.array([3, 0, 5, 1, 1, 7, 2, 0, 0, 4, 6, 2])
+INTEGER, LATTICE = "integer", "lattice"
+
+
+def _mechanism_cases():
+    """(id, mechanism, policy, the hardened samplers its secure release must name)."""
+    return [
+        ("uniform", M.Uniform(), policies.line(K12), {INTEGER}),
+        ("ordered", M.Ordered(), policies.threshold(K12, 3), {INTEGER}),
+        ("ordered_unconstrained", M.Ordered(constrained=False), policies.unbounded(K12), {INTEGER}),
+        ("ordered_hierarchical", M.OrderedHierarchical(fanout=2), policies.threshold(K12, 4), {LATTICE}),
+        ("ordered_hierarchical_unbounded", M.OrderedHierarchical(fanout=2), policies.unbounded(K12), {LATTICE}),
+        ("ahp", M.AHP(), policies.line(K12), {INTEGER}),
+        ("dawa", M.DAWA(), policies.line(K12), {INTEGER, LATTICE}),
+        ("dawa_exact", M.DAWA(exact=True), policies.line(K12), {INTEGER, LATTICE}),
+        ("ptt_dawa", M.PartitionThenTransform("dawa"), policies.line(K12), {INTEGER, LATTICE}),
+        ("ptt_matching", M.PartitionThenTransform("matching"), policies.line(K12), {INTEGER, LATTICE}),
+        ("ptt_noisy_pairing", M.PartitionThenTransform("noisy_pairing"), policies.threshold(K12, 2), {INTEGER}),
+    ]
+
+
+@pytest.mark.parametrize("name, mech, policy, kinds", _mechanism_cases(), ids=[c[0] for c in _mechanism_cases()])
+def test_every_laplace_mechanism_is_hardened_with_rng_none(name, mech, policy, kinds):
+    release = answer(wl.prefix(K12), X12, policy, 0.7, mech)
+    assert release.secure, release.sampler
+    assert release.sampler.split("; ") == sorted(sampler_name(kind, default_backend()) for kind in kinds)
+    assert release.answers.shape == (K12,) and np.isfinite(release.answers).all()
+
+
+@pytest.mark.parametrize("mech", [M.MWEM(rounds=3, updates=5), M.MWEM(rounds=3, updates=5, total=31.0)], ids=repr)
+def test_mwem_is_not_secure_because_of_its_gumbel_draw(mech):
+    release = answer(wl.prefix(K12), X12, policies.line(K12), 0.7, mech)
+    assert not release.secure and np.isfinite(release.answers).all()
+    # the Laplace draws are hardened (integer: a 0/1 workload); the exponential mechanism is not
+    assert release.sampler.split("; ") == sorted(
+        [sampler_name(INTEGER, default_backend()), "numpy.random.Generator.gumbel (secrets-seeded, not hardened)"]
+    )
+
+
+def test_mwem_measures_a_real_workload_on_the_lattice():
+    w = wl.from_matrix([[0.5, 1.0, 0.0, 0.0], [0.0, 0.25, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    release = answer(w, [3, 1, 4, 1], policies.line(4), 1.0, M.MWEM(rounds=2, updates=3, total=9.0))
+    assert not release.secure and np.isfinite(release.answers).all()
+    assert sampler_name(LATTICE, default_backend()) in release.sampler.split("; ")
+
+
+class _Spy(SecureRandom):
+    """A SecureRandom recording (number of values, sensitivity) of every lattice call."""
+
+    def __init__(self):
+        super().__init__()
+        self.lattice_calls = []
+
+    def lattice_laplace(self, values, scale, sensitivity):
+        self.lattice_calls.append((np.size(values), sensitivity))
+        return super().lattice_laplace(values, scale, sensitivity)
+
+
+def test_report_noisy_min_and_max_scores_share_one_grid():
+    # DAWA: sensitivity 2d for the d scores of each length -> every score on 2^-19 ℤ; the
+    # matching: sensitivity d -> pair and twin weights on 2^-20 ℤ (see the partitions' docstrings)
+    spy = _Spy()
+    scores = _interval_scores(X12.astype(np.float64), 0.5, 0.5, spy, exact=True)
+    assert [d for d, _ in spy.lattice_calls] == [K12 - n + 1 for n in range(1, K12 + 1)]
+    assert {lattice_spacing(s, d) for d, s in spy.lattice_calls} == {-19}
+    for values in scores.values():
+        units = np.ldexp(values, 19)
+        assert np.array_equal(units, np.round(units))
+    spy = _Spy()
+    labels = matching_partition(X12, 0.5, 0.5, spy)
+    assert [d for d, _ in spy.lattice_calls] == [K12 * (K12 - 1) // 2, K12]
+    assert {lattice_spacing(s, d) for d, s in spy.lattice_calls} == {-20}
+    assert labels.shape == (K12,) and np.bincount(labels).max() <= 2
+
+
+def test_ordered_hierarchical_lattice_sensitivity_is_the_composed_epsilon():
+    # rows of group g weighted by ε_g/Δ_g: the weighted vector's sensitivity is ε_S + ε_H = ε
+    spy = _Spy()
+    mech, policy, eps = M.OrderedHierarchical(fanout=2), policies.threshold(K12, 4), 0.7
+    groups, weighted = mech._plan(policy, eps)
+    assert [label for label, *_ in groups] == ["S", "H"]
+    mech.release_native(wl.prefix(K12), X12, policy, eps, spy)
+    assert spy.lattice_calls == [(weighted.num_queries, pytest.approx(eps, rel=1e-12))]
+
+
+def test_noisy_pairing_partition_draws_exact_integers():
+    spy = _Spy()
+    before = spy.tally()
+    labels = noisy_pairing_partition(X12, policies.line(K12), 0.5, 0.5, spy)
+    assert spy.summary(before) == (sampler_name(INTEGER, default_backend()), True)
+    assert labels.shape == (K12,) and not spy.lattice_calls
+
+
+# Seeded answers recorded with the code before these mechanisms drew through add_laplace:
+# Σ np.round(answers, 6) of answer(prefix(12), X12, policy, 0.7, mechanism, rng=3).
+SEEDED_SUMS = {
+    "uniform": 187.47949900000003,
+    "ordered": 171.19207,
+    "ordered_unconstrained": 96.29440499999998,
+    "ordered_hierarchical": 129.756955,
+    "ordered_hierarchical_unbounded": 138.09412400000002,
+    "ahp": 188.90180999999998,
+    "dawa": 194.552868,
+    "dawa_exact": 204.940539,
+    "ptt_dawa": 197.82466399999998,
+    "ptt_matching": 200.0487,
+    "ptt_noisy_pairing": 324.818366,
+    "mwem": 164.795022,
+    "mwem_total": 62.000003,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEEDED_SUMS))
+def test_seeded_mechanisms_are_unchanged(name):
+    cases = {c[0]: (c[1], c[2]) for c in _mechanism_cases()}
+    cases["mwem"] = (M.MWEM(rounds=3, updates=5), policies.line(K12))
+    cases["mwem_total"] = (M.MWEM(rounds=3, updates=5, total=31.0), policies.line(K12))
+    mech, policy = cases[name]
+    release = answer(wl.prefix(K12), X12, policy, 0.7, mech, rng=3)
+    assert not release.secure and release.sampler == NUMPY_LAPLACE
+    assert float(np.round(release.answers, 6).sum()) == pytest.approx(SEEDED_SUMS[name], abs=1e-9)
+
+
+def test_seeded_partitions_are_unchanged():
+    # recorded before the partitions drew through add_laplace
+    assert dawa_partition(X12, 0.5, 0.5, rng=4).tolist() == [0, 0, 0, 0, 1, 2, 3, 3, 4, 4, 4, 4]
+    assert dawa_partition(X12, 0.5, 0.5, rng=4, exact=True).tolist() == [0, 0, 0, 1, 2, 3, 4, 4, 5, 5, 5, 6]
+    assert matching_partition(X12, 0.5, 0.5, rng=4).tolist() == [0, 1, 2, 3, 4, 1, 5, 6, 4, 2, 6, 0]
+    assert noisy_pairing_partition(X12, policies.line(K12), 0.5, 0.5, rng=4).tolist() == [
+        1, 5, 0, 7, 4, 2, 2, 6, 3, 3, 1, 4,
+    ]
