@@ -1,0 +1,36 @@
+"""Empirical privacy auditing of Blowfish mechanisms (issue 7).
+
+``audit(mechanism, policy, workload, epsilon)`` runs a mechanism many times on G-neighbour pairs
+(:func:`neighbour_pairs`), chooses an event on a selection sample and bounds the privacy loss from
+below on a fresh detection sample with Clopper–Pearson intervals; a pair FAILS when that bound
+exceeds the claimed ε·d_G(u, v). :func:`sweep` audits every mechanism under the standard policies.
+
+    from blowfish_te import audit, policies, workloads
+    report = audit.audit("hb", policies.line(8), workloads.prefix(8), 1.0, rng=0)
+    report.passed, print(report.table())
+"""
+
+from .core import AuditReport, Batched, Event, PairResult, audit, clopper_pearson
+from .pairs import KINDS, NeighbourPair, default_histogram, make_pair, neighbour_pairs
+from .sweep import SWEEP_CONFIGS, SweepConfig, SweepRow, sweep, sweep_mechanisms, sweep_policies, sweep_table
+
+__all__ = [
+    "AuditReport",
+    "Batched",
+    "Event",
+    "KINDS",
+    "NeighbourPair",
+    "PairResult",
+    "SWEEP_CONFIGS",
+    "SweepConfig",
+    "SweepRow",
+    "audit",
+    "clopper_pearson",
+    "default_histogram",
+    "make_pair",
+    "neighbour_pairs",
+    "sweep",
+    "sweep_mechanisms",
+    "sweep_policies",
+    "sweep_table",
+]
