@@ -5,7 +5,6 @@ Run: ``python benchmarks/bench_datadependent.py``. Best of three runs on a synth
 
 from __future__ import annotations
 
-import numpy as np
 from bench_core import best_of  # sibling script: run from benchmarks/ or as python benchmarks/...
 
 from blowfish_te import datasets, policies
