@@ -275,6 +275,36 @@ def plot(results, metric):
         _fail(err)
 
 
+def _keys(text: str) -> tuple[str, ...]:
+    return tuple(k.strip() for k in text.split(",") if k.strip())
+
+
+@main.command()
+@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=pathlib.Path))
+@click.option("--value", default="mse", show_default=True, help="mse, scaled_l2, expected_mse or runtime_s.")
+@click.option("--rows", default="mechanism,policy", show_default=True, help="Comma-separated summary columns, one line per key.")
+@click.option("--columns", default="epsilon", show_default=True, help="Comma-separated summary columns, one column per key.")
+@click.option("--where", multiple=True, metavar="KEY=VALUE", help="Keep configurations with this value (repeatable).")
+def table(results, value, rows, columns, where):
+    """Print a markdown pivot of a results folder: means over everything not in rows or columns."""
+    try:
+        from .evaluation.runner import read_rows
+        from .evaluation.summary import pivot_table, summarize
+
+        pairs = {}
+        for item in where:
+            if "=" not in item:
+                raise ValueError(f"--where must read KEY=VALUE, got {item!r}")
+            key, _, wanted = item.partition("=")
+            pairs[key.strip()] = wanted.strip()
+        path = results / "results.csv"
+        if not path.is_file():
+            raise ValueError(f"no results.csv in {str(results)!r}: run the suite first")
+        click.echo(pivot_table(summarize(read_rows(path)), value, _keys(rows), _keys(columns), pairs), nl=False)
+    except ValueError as err:
+        _fail(err)
+
+
 @main.command("datasets")
 @click.option("--data-dir", type=click.Path(file_okay=False), help=f"DPBench folder (default ${datasets.DATA_DIR_ENV}).")
 def list_datasets(data_dir):

@@ -2,6 +2,7 @@ import csv
 import json
 import math
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from scipy import stats
 from blowfish_te import datasets, metrics
 from blowfish_te.cli import main, records_to_histogram
 from blowfish_te.evaluation import SUITES_DIR, SuiteError, cells, load_suite, parse_suite, read_rows, run_suite, summarize
+from blowfish_te.evaluation.summary import pivot_table
 
 SUITES = sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
 
@@ -109,6 +111,27 @@ def test_summary_means_and_student_t_intervals():
     (s,) = summarize(rows)
     assert s["n"] == 3 and s["mse"] == 3.0
     assert s["mse_ci95"] == pytest.approx(stats.t.ppf(0.975, 2) * math.sqrt(7.0) / math.sqrt(3))
+
+
+def _config(dataset, mechanism, epsilon, mse):
+    return {"dataset": dataset, "domain": "4", "scale": 10.0, "policy": "line", "theta": 1, "workload": "w",
+            "mechanism": mechanism, "epsilon": epsilon, "n": 2, "mse": mse, "scaled_l2": None, "expected_mse": None,
+            "runtime_s": 0.5}
+
+
+def test_pivot_table_averages_over_the_other_columns():
+    summary = [_config("a", "m", 0.1, 10.0), _config("b", "m", 0.1, 30.0), _config("a", "m", 1.0, 2.0),
+               _config("a", "n", 1.0, 7.0)]
+    lines = pivot_table(summary, "mse", ("mechanism",), ("epsilon",)).splitlines()
+    assert lines[0] == "| mechanism | epsilon=0.1 | epsilon=1 |"
+    assert lines[2:] == ["| m | 20 | 2 |", "| n |  | 7 |"]  # the mean over datasets a and b; a gap stays empty
+    assert pivot_table(summary, "mse", ("dataset",), ("mechanism",), where={"epsilon": "0.1"}).splitlines()[2:] == [
+        "| a | 10 |", "| b | 30 |"]
+    for kwargs, message in [({"value": "bias"}, "value must be one of"), ({"rows": ("colour",)}, "unknown ['colour']"),
+                            ({"rows": ("epsilon",)}, "disjoint"), ({"where": {"dataset": "z"}}, "no configuration"),
+                            ({"value": "scaled_l2"}, "no configuration with a scaled_l2")]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            pivot_table(summary, **kwargs)
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -288,6 +311,12 @@ def test_cli_bench_plot_and_datasets(tmp_path):
     names = {pathlib.Path(line).name for line in result.output.split()}
     assert names == {f"synthetic-1d_mse_vs_{axis}.{ext}" for axis in ("epsilon", "theta") for ext in ("png", "svg")}
     assert _invoke("bench", tmp_path / "nope.toml").exit_code == 1
+    table = _invoke("table", out, "--rows", "policy", "--where", "epsilon=1")
+    assert table.exit_code == 0, table.output
+    assert table.output.splitlines()[0] == "| policy | epsilon=1 |" and len(table.output.splitlines()) == 5
+    for args, message in [(("--where", "epsilon"), "--where must read KEY=VALUE"), (("--value", "bias"), "value must be")]:
+        bad = _invoke("table", out, *args)
+        assert bad.exit_code == 1 and message in bad.output and bad.output.count("\n") == 1
     listing = _invoke("datasets")
     assert "synthetic-1d" in listing.output and "4096" in listing.output
     assert "does not exist" in _invoke("datasets", "--data-dir", tmp_path / "nowhere").output

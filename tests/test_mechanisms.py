@@ -338,3 +338,19 @@ def test_oh_solves_large_unbounded_domains_in_cumulative_coordinates():
     k = 6000  # beyond the dense limit: the cumulative-coordinate Gram is sparse
     error = M.OrderedHierarchical().expected_error_native(wl.random_ranges(k, 50, rng=0), policies.threshold(k, 30), 1.0)
     assert 0 < error < np.inf
+
+
+def test_strategy_sensitivity_is_cached_per_workload_and_policy():
+    """One instance, one workload, several policies: each release is calibrated to its own Δ_G(A)."""
+    from blowfish_te.sensitivity import sensitivity
+
+    k = 64
+    mech, w, x = M.HB(branching=4), wl.random_ranges(k, 40, rng=1), np.arange(k)
+    strategy = mech.strategy(w)
+    cases = [(None, float(strategy.column_norms("l1").max()))] + [
+        (p, sensitivity(strategy, p)) for p in (policies.line(k), policies.complete(k), policies.threshold(k, 5))
+    ]
+    assert len({d for _, d in cases}) > 1  # the policies really differ
+    for _ in range(2):  # second pass: read from the cache
+        for policy, expected in cases:
+            assert mech.release(w, x, 1.0, rng=0, policy=policy)[1] == expected

@@ -9,10 +9,12 @@ import pathlib
 import numpy as np
 from scipy import stats
 
-__all__ = ["GROUP", "summarize", "write_summary", "markdown_table"]
+__all__ = ["GROUP", "VALUES", "summarize", "write_summary", "markdown_table", "pivot_table"]
 
 #: A configuration: the columns that are neither the trial, the seeds nor a measurement.
 GROUP = ["dataset", "domain", "scale", "policy", "theta", "workload", "mechanism", "epsilon"]
+#: The measured columns of a summary that :func:`pivot_table` can tabulate.
+VALUES = ["mse", "scaled_l2", "expected_mse", "runtime_s"]
 
 
 def _mean_ci(values: list[float]) -> tuple[float, float]:
@@ -71,6 +73,56 @@ def markdown_table(summary: list[dict], columns: list[str] | None = None) -> str
             else:
                 cells.append(_fmt(r.get(c)))
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _matches(row: dict, where: dict[str, str]) -> bool:
+    for key, wanted in where.items():
+        value = row[key]
+        if isinstance(value, (int, float)) and value is not None:
+            try:
+                if float(wanted) == value:
+                    continue
+            except ValueError:
+                pass
+        if _fmt(value) != wanted:
+            return False
+    return True
+
+
+def pivot_table(
+    summary: list[dict],
+    value: str = "mse",
+    rows: tuple[str, ...] = ("mechanism", "policy"),
+    columns: tuple[str, ...] = ("epsilon",),
+    where: dict[str, str] | None = None,
+) -> str:
+    """A markdown table of ``value`` with one line per ``rows`` key and one column per ``columns``
+    key; each cell is the mean over the configurations sharing both keys (e.g. over datasets), of
+    the per-configuration means. ``where`` keeps configurations whose columns read as given."""
+    if value not in VALUES:
+        raise ValueError(f"value must be one of {VALUES}, got {value!r}")
+    for label, keys in (("rows", rows), ("columns", columns), ("where", tuple(where or ()))):
+        unknown = [k for k in keys if k not in GROUP]
+        if unknown:
+            raise ValueError(f"{label} must name summary columns {GROUP}, got unknown {unknown}")
+    if not rows or not columns or set(rows) & set(columns):
+        raise ValueError(f"rows {list(rows)} and columns {list(columns)} must be non-empty and disjoint")
+    kept = [r for r in summary if r.get(value) is not None and _matches(r, where or {})]
+    if not kept:
+        raise ValueError(f"no configuration with a {value} value matches where={where or {}}")
+    cells: dict[tuple, dict[tuple, list[float]]] = {}
+    heads: dict[tuple, None] = {}
+    for r in kept:
+        head = tuple(r[c] for c in columns)
+        heads[head] = None
+        cells.setdefault(tuple(r[c] for c in rows), {}).setdefault(head, []).append(float(r[value]))
+    heads_sorted = sorted(heads, key=lambda h: tuple((x is None, x if isinstance(x, (int, float)) else str(x)) for x in h))
+    title = [" · ".join(f"{c}={_fmt(h)}" for c, h in zip(columns, head)) for head in heads_sorted]
+    lines = ["| " + " | ".join(list(rows) + title) + " |", "|" + "---|" * (len(rows) + len(title))]
+    for key, by_head in cells.items():
+        values = [_fmt(float(np.mean(by_head[h]))) if h in by_head else "" for h in heads_sorted]
+        lines.append("| " + " | ".join([_fmt(k) for k in key] + values) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -15,6 +15,10 @@ from ..transform import TransformedWorkload
 from ..workloads import MatrixWorkload, Workload, as_workload
 
 
+#: Cache key standing for "no policy": sensitivity for unit changes.
+_UNIT_CHANGES = object()
+
+
 class Mechanism(ABC):
     """An algorithm that answers a workload with ε-differential privacy.
 
@@ -114,6 +118,12 @@ class LinearMechanism(Mechanism):
             return float(strategy.column_norms("l1").max())
         return sensitivity(strategy, policy)
 
+    def _sensitivity(self, workload: Workload, strategy: Workload, policy: Policy | None) -> float:
+        """:meth:`strategy_sensitivity`, cached per (workload, policy) object: A depends on W only."""
+        per_workload = self._cache("sensitivity").get(workload, IdentityCache)
+        return per_workload.get(_UNIT_CHANGES if policy is None else policy,
+                                lambda: self.strategy_sensitivity(strategy, policy))
+
     def release(
         self, workload, x, epsilon: float, rng: RNGLike = None, policy: Policy | None = None
     ) -> tuple[np.ndarray, float]:
@@ -123,7 +133,7 @@ class LinearMechanism(Mechanism):
         epsilon = check_epsilon(epsilon)
         gen = check_rng(rng)
         strategy = self.strategy(workload)
-        delta = self.strategy_sensitivity(strategy, policy)
+        delta = self._sensitivity(workload, strategy, policy)
         scale = delta / epsilon
         if not np.isfinite(scale):
             raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale Δ/ε = {delta}/{epsilon} overflows")
@@ -144,7 +154,7 @@ class LinearMechanism(Mechanism):
         frobenius = self._frobenius(workload, strategy)
         if frobenius is None:
             return None
-        delta = self.strategy_sensitivity(strategy, policy) if sensitivity is None else sensitivity
+        delta = self._sensitivity(workload, strategy, policy) if sensitivity is None else sensitivity
         scale = delta / epsilon
         if not np.isfinite(scale):
             raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale Δ/ε = {delta}/{epsilon} overflows")
