@@ -255,7 +255,7 @@ def bench(suite, data_dir, out_dir, jobs, tiny, fresh, plot):
         try:
             from .evaluation.plots import plot_results
 
-            files = plot_results(out)
+            files = [f for metric in (("mse", "scaled_l2") if spec.scales else ("mse",)) for f in plot_results(out, metric)]
             click.echo(f"figures: {len(files)} files in {out}")
         except ImportError as err:
             click.echo(f"no figures: {err}", err=True)

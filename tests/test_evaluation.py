@@ -337,3 +337,23 @@ def test_dataset_names_are_not_patterns(tmp_path):
         with pytest.raises(ValueError, match="plain name"):
             datasets.load(name, tmp_path)
     assert datasets.load("TOY", tmp_path).sum() == 3
+
+
+def test_plots_split_crowded_figures_by_policy_and_lines_by_scale(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from blowfish_te.evaluation import plots
+
+    suite = _suite(epsilons=[1.0], trials=1, data_seeds=1, scales=[100, 1000], policies=["unbounded", "threshold:1", "threshold:3"],
+                   mechanisms=["identity", "laplace", "hb", "h2", "privelet"])
+    run_suite(suite, tmp_path)
+    figures = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, out, stem, written: figures.update(
+        {stem: [(ax.get_title(), len(ax.get_lines())) for ax in fig.axes if ax.get_visible()]}))
+    plots.plot_results(tmp_path, "scaled_l2")
+    # 5 mechanisms × 3 policies = 15 lines > MAX_LINES_PER_PANEL: one panel per policy, against the scale
+    assert [t for t, _ in figures["synthetic-1d_scaled_l2_vs_scale"]] == [
+        "synthetic-1d — unbounded", "synthetic-1d — threshold:1", "synthetic-1d — threshold:3"]
+    # θ panels: one line per (ε, scale), never one line zig-zagging across scales
+    theta = dict(figures["synthetic-1d_scaled_l2_vs_theta"])
+    assert set(theta) == {f"synthetic-1d — {m}" for m in ("identity", "laplace", "hb", "h2", "privelet")}
+    assert all(count == 2 for count in theta.values())
