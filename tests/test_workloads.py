@@ -225,6 +225,10 @@ def test_as_workload_wraps_matrices_and_refuses_other_things():
         (lambda: wl.prefix(4).difference_norms([0], [9]), ValueError, "v"),
         (lambda: wl.prefix(4).difference_norms([0, 1], [2]), ValueError, "same length"),
         (lambda: wl.prefix(4).column_norms("l3"), ValueError, "norm"),
+        (lambda: wl.prefix(4) @ np.ones(5), ValueError, r"matvec of prefix\(4\) needs a vector of 4 entries, one per cell; got shape \(5,\)"),
+        (lambda: wl.random_ranges(6, 3, rng=0).rmatvec(np.ones(6)), ValueError, "vector of 3 entries, one per query"),
+        (lambda: wl.prefix(4).matmat(np.ones((3, 2))), ValueError, r"\(4, n\) block, one row per cell"),
+        (lambda: wl.prefix(4).rmatmat(np.ones(4)), ValueError, r"rmatmat .* got shape \(4,\)"),
     ],
 )
 def test_bad_workload_arguments_are_named(build, exc, words):

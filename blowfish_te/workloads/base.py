@@ -63,7 +63,30 @@ class Workload(LinearOperator):
         m, k = self.shape
         return f"<{type(self).__name__} {self.name}: {m} queries × {k} cells>"
 
-    # LinearOperator plumbing: vectors go through the block methods.
+    # LinearOperator plumbing: inputs checked with a clear message, vectors through the blocks.
+    def _check_rows(self, x, what: str, matrix: bool):
+        rows, unit = (self.shape[0], "query") if what.startswith("r") else (self.shape[1], "cell")
+        shape = np.shape(x)
+        if (len(shape) != 2 or shape[0] != rows) if matrix else shape not in ((rows,), (rows, 1)):
+            kind = f"a ({rows}, n) block, one row per {unit}" if matrix else f"a vector of {rows} entries, one per {unit}"
+            raise ValueError(f"{what} of {self.name} needs {kind}; got shape {shape}")
+
+    def matvec(self, x):
+        self._check_rows(x, "matvec", False)
+        return super().matvec(x)
+
+    def rmatvec(self, y):
+        self._check_rows(y, "rmatvec", False)
+        return super().rmatvec(y)
+
+    def matmat(self, x):
+        self._check_rows(x, "matmat", True)
+        return super().matmat(x)
+
+    def rmatmat(self, y):
+        self._check_rows(y, "rmatmat", True)
+        return super().rmatmat(y)
+
     def _matvec(self, x):
         return self._matmat(np.asarray(x).reshape(-1, 1)).reshape(-1)
 
