@@ -127,6 +127,8 @@ def test_pivot_table_averages_over_the_other_columns():
     assert lines[2:] == ["| m | 20 | 2 |", "| n |  | 7 |"]  # the mean over datasets a and b; a gap stays empty
     assert pivot_table(summary, "mse", ("dataset",), ("mechanism",), where={"epsilon": "0.1"}).splitlines()[2:] == [
         "| a | 10 |", "| b | 30 |"]
+    names = pivot_table(summary[::-1], "mse", ("epsilon",), ("mechanism",)).splitlines()[0]
+    assert names == "| epsilon | mechanism=n | mechanism=m |"  # names keep the summary's order, numbers sort
     for kwargs, message in [({"value": "bias"}, "value must be one of"), ({"rows": ("colour",)}, "unknown ['colour']"),
                             ({"rows": ("epsilon",)}, "disjoint"), ({"where": {"dataset": "z"}}, "no configuration"),
                             ({"value": "scaled_l2"}, "no configuration with a scaled_l2")]:

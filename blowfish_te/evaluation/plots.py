@@ -68,7 +68,6 @@ def plot_results(out_dir, metric: str = "mse") -> list[pathlib.Path]:
         raise ValueError(f"no results.csv in {str(out)!r}: run the suite first")
     summary = [r for r in summarize(read_rows(results)) if r["n"] > 0]
     plt, ticker = _pyplot()
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     written: list[pathlib.Path] = []
     ylabel = "per-query MSE" if metric == "mse" else "scaled L2 error"
     for dataset in dict.fromkeys(r["dataset"] for r in summary):
@@ -76,6 +75,7 @@ def plot_results(out_dir, metric: str = "mse") -> list[pathlib.Path]:
         epsilons = sorted({r["epsilon"] for r in rows})
         scales = sorted({r["scale"] for r in rows})
         mechanisms = list(dict.fromkeys(r["mechanism"] for r in rows))
+        palette = plt.get_cmap("tab10" if len(mechanisms) <= 10 else "tab20").colors
         policies = list(dict.fromkeys(r["policy"] for r in rows))
         xkey = "scale" if len(epsilons) == 1 and len(scales) > 1 else "epsilon"
         split = xkey == "epsilon" and len(scales) > 1
@@ -89,7 +89,7 @@ def plot_results(out_dir, metric: str = "mse") -> list[pathlib.Path]:
             ci = [r[metric + "_ci95"] for r in line]
             label = mech + ("" if by_policy else f" · {policy}") + (f" · s={scale:g}" if split else "")
             ax.errorbar([r[xkey] for r in line], [r[metric] for r in line], yerr=[0 if c != c else c for c in ci],
-                        color=colours[mechanisms.index(mech) % len(colours)],
+                        color=palette[mechanisms.index(mech) % len(palette)],
                         linestyle=_STYLES[policies.index(policy) % len(_STYLES)],
                         marker=_MARKERS[scales.index(scale) % len(_MARKERS)] if split else "o",
                         ms=3, capsize=2, label=label)

@@ -99,7 +99,8 @@ def pivot_table(
 ) -> str:
     """A markdown table of ``value`` with one line per ``rows`` key and one column per ``columns``
     key; each cell is the mean over the configurations sharing both keys (e.g. over datasets), of
-    the per-configuration means. ``where`` keeps configurations whose columns read as given."""
+    the per-configuration means. Numeric column keys are sorted, others keep the summary's order.
+    ``where`` keeps configurations whose columns read as given."""
     if value not in VALUES:
         raise ValueError(f"value must be one of {VALUES}, got {value!r}")
     for label, keys in (("rows", rows), ("columns", columns), ("where", tuple(where or ()))):
@@ -117,7 +118,9 @@ def pivot_table(
         head = tuple(r[c] for c in columns)
         heads[head] = None
         cells.setdefault(tuple(r[c] for c in rows), {}).setdefault(head, []).append(float(r[value]))
-    heads_sorted = sorted(heads, key=lambda h: tuple((x is None, x if isinstance(x, (int, float)) else str(x)) for x in h))
+    numeric = all(isinstance(x, (int, float)) or x is None for h in heads for x in h)
+    # numbers ascending (None last); names in the order the suite lists them
+    heads_sorted = sorted(heads, key=lambda h: tuple((x is None, x or 0) for x in h)) if numeric else list(heads)
     title = [" · ".join(f"{c}={_fmt(h)}" for c, h in zip(columns, head)) for head in heads_sorted]
     lines = ["| " + " | ".join(list(rows) + title) + " |", "|" + "---|" * (len(rows) + len(title))]
     for key, by_head in cells.items():
