@@ -79,7 +79,7 @@ def markdown_table(summary: list[dict], columns: list[str] | None = None) -> str
 def _matches(row: dict, where: dict[str, str]) -> bool:
     for key, wanted in where.items():
         value = row[key]
-        if isinstance(value, (int, float)) and value is not None:
+        if isinstance(value, (int, float)):
             try:
                 if float(wanted) == value:
                     continue
