@@ -55,6 +55,12 @@ class Mechanism(ABC):
             raise AttributeError(f"mechanism parameter {name!r} is fixed; create a new {type(self).__name__}")
         object.__setattr__(self, name, value)
 
+    @staticmethod
+    def _checked(workload, x, epsilon, rng):
+        """The arguments of :meth:`run`, validated: (workload, histogram, ε, numpy Generator)."""
+        workload = as_workload(workload)
+        return workload, check_histogram(x, workload.domain), check_epsilon(epsilon), check_rng(rng)
+
     def _cache(self, label: str) -> IdentityCache:
         """A bounded per-workload cache owned by this mechanism."""
         caches = self.__dict__.setdefault("_caches", {})
@@ -128,10 +134,7 @@ class LinearMechanism(Mechanism):
         self, workload, x, epsilon: float, rng: RNGLike = None, policy: Policy | None = None
     ) -> tuple[np.ndarray, float]:
         """Run the mechanism; return the answers and the sensitivity Δ the noise was calibrated to."""
-        workload = as_workload(workload)
-        x = check_histogram(x, workload.domain)
-        epsilon = check_epsilon(epsilon)
-        gen = check_rng(rng)
+        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
         strategy = self.strategy(workload)
         delta = self._sensitivity(workload, strategy, policy)
         scale = delta / epsilon

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_epsilon, check_histogram, check_int, check_real
-from ..noise import RNGLike, add_laplace, check_rng
+from .._validation import check_int, check_real
+from ..noise import add_laplace
 from ..partitions import dawa_partition
-from ..workloads import BucketWorkload, Workload, as_workload
+from ..workloads import BucketWorkload
 from .base import Mechanism, integer_entries
 from .hierarchical import GreedyH
 
@@ -40,10 +40,7 @@ class DAWA(Mechanism):
         self.branching = check_int(branching, "branching", minimum=2)
 
     def run(self, workload, x, epsilon, rng=None):
-        workload = as_workload(workload)
-        x = check_histogram(x, workload.domain)
-        epsilon = check_epsilon(epsilon)
-        gen = check_rng(rng)
+        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
         eps1 = self.ratio * epsilon
         labels = dawa_partition(x, eps1, epsilon - eps1, gen, exact=self.exact)
         reduced = BucketWorkload(workload, labels)
@@ -81,10 +78,7 @@ class MWEM(Mechanism):
         self.total_share = _share(total_share, "total_share")
 
     def run(self, workload, x, epsilon, rng=None):
-        workload = as_workload(workload)
-        x = check_histogram(x, workload.domain)
-        epsilon = check_epsilon(epsilon)
-        gen = check_rng(rng)
+        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
         k, m = workload.size, workload.num_queries
         if self.total is None:
             eps_total = self.total_share * epsilon
@@ -146,10 +140,7 @@ class AHP(Mechanism):
         self.eta = check_real(eta, "eta", minimum=0)
 
     def run(self, workload, x, epsilon, rng=None):
-        workload = as_workload(workload)
-        x = check_histogram(x, workload.domain)
-        epsilon = check_epsilon(epsilon)
-        gen = check_rng(rng)
+        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
         k = workload.size
         eps1 = self.ratio * epsilon
         eps2 = epsilon - eps1

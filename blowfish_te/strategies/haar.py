@@ -33,27 +33,25 @@ def _forward(a: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(np.concatenate([a] + details[::-1]), 0, axis)
 
 
-def _forward_adjoint(c: np.ndarray, axis: int) -> np.ndarray:
+def _synthesis(c: np.ndarray, axis: int, halve: bool) -> np.ndarray:
+    """From a block's sum s and its detail d, the halves are s ± d: the adjoint of the analysis;
+    with ``halve``, (s ± d)/2: its inverse."""
     c = np.moveaxis(c, axis, 0)
     a, pos = c[:1], 1
     while pos < c.shape[0]:
         d = c[pos : 2 * pos]
-        nxt = np.empty((2 * pos,) + c.shape[1:], dtype=c.dtype)
+        nxt = np.empty((2 * pos,) + c.shape[1:], dtype=np.float64 if halve else c.dtype)
         nxt[0::2], nxt[1::2] = a + d, a - d
-        a, pos = nxt, 2 * pos
+        a, pos = (nxt / 2 if halve else nxt), 2 * pos
     return np.moveaxis(a, 0, axis)
+
+
+def _forward_adjoint(c: np.ndarray, axis: int) -> np.ndarray:
+    return _synthesis(c, axis, halve=False)
 
 
 def _inverse(c: np.ndarray, axis: int) -> np.ndarray:
-    """Synthesis: from a block's sum s and its detail d, the halves are (s + d)/2 and (s - d)/2."""
-    c = np.moveaxis(c, axis, 0)
-    a, pos = c[:1], 1
-    while pos < c.shape[0]:
-        d = c[pos : 2 * pos]
-        nxt = np.empty((2 * pos,) + c.shape[1:], dtype=np.float64)
-        nxt[0::2], nxt[1::2] = (a + d) / 2, (a - d) / 2
-        a, pos = nxt, 2 * pos
-    return np.moveaxis(a, 0, axis)
+    return _synthesis(c, axis, halve=True)
 
 
 def _inverse_adjoint(a: np.ndarray, axis: int) -> np.ndarray:
