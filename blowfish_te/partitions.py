@@ -1,8 +1,9 @@
 """Private partitions of a domain into buckets, and the quotient policy (SPEC §8).
 
-A partition is a label per cell (buckets 0..m-1). Costs follow DAWA (Li, Hay, Miklau, Wang 2014):
-a bucket b costs its L1 deviation Σ_{i∈b} |x_i - x̄_b| (the error of spreading its total evenly)
-plus 1/ε₂ (the noise of measuring it).
+A partition is a label per cell (buckets 0..m-1). A bucket b costs, as in DAWA (Li, Hay, Miklau,
+Wang 2014), the L1 error of spreading its total evenly plus the noise of measuring it; we measure
+the first with the median absolute deviation dev(b) = min_c Σ_{i∈b} |x_i - c|, which a record
+added to or removed from one cell moves by at most 1 (DAWA's mean-based deviation moves by up to 2).
 
 Privacy arguments are for unit changes of x (one record added or removed). A record moved along a
 policy edge is a removal plus an addition, so a partition private at ε₁/2 for unit changes is
@@ -17,109 +18,168 @@ import networkx as nx
 import numpy as np
 
 from ._validation import as_array, check_epsilon, check_histogram, check_int, check_real, check_real_array, is_int
+from ._wavelet import RangeSmallestSums
 from .noise import RNGLike, add_laplace, check_rng
 from .policies import Policy, check_policy, from_edges
 
 __all__ = [
-    "interval_deviations",
+    "median_deviations",
     "dawa_partition",
     "best_interval_partition",
     "matching_partition",
     "noisy_pairing_partition",
     "optimal_pairing",
     "quotient_policy",
-    "MAX_EXACT_DAWA",
+    "BUCKET_GUARD",
+    "RUN_GUARD",
+    "RUN_DOUBLING",
+    "MAX_DAWA",
     "MAX_MATCHING",
 ]
 
-#: Largest domain for DAWA's exact O(K²)-interval dynamic program.
-MAX_EXACT_DAWA = 1024
-#: Largest domain for DAWA's dyadic-interval partition (every window is sorted).
-MAX_DAWA = 16384
+#: Largest domain for :func:`dawa_partition` (about 80 K noisy piece scores per 4096 cells).
+MAX_DAWA = 2**16
 #: Largest domain for the seed's exact max-weight matching (O(K³)).
 MAX_MATCHING = 1024
+#: Data-independent score added to every one-bucket piece, in units of the score noise 2/ε₁.
+BUCKET_GUARD = 3.5
+#: The same for a run of several buckets (it competes with more alternatives, see dawa_partition).
+RUN_GUARD = 5.0
+#: Added to RUN_GUARD for every doubling of a run's number of buckets: a slot's sub-lengths compete
+#: on noise alone where the data are flat, and a run of 2^j buckets must not win that way.
+RUN_DOUBLING = 0.25
+#: Grid of the secure path's piece scores (lattice Laplace): sums stay exact below 2^34.
+_GRID = 2.0**-19
 
 
-def interval_deviations(x: np.ndarray, length: int) -> np.ndarray:
-    """Σ |x_i - mean| over every window of ``length`` consecutive cells (one value per start).
-
-    Uses Σ|x_i - μ| = 2 Σ_{x_i > μ} (x_i - μ): each window is sorted once (a strided view).
-    """
-    x = check_real_array(x, "x", ndim=1)
-    if x.size == 0:
-        raise ValueError("x must hold at least one value")
+def median_deviations(x, length: int) -> np.ndarray:
+    """dev = min_c Σ |x_i - c| (c a median) over every window of ``length`` consecutive cells,
+    one value per start: the sum of the window's upper half minus the sum of its lower half."""
+    x = _ordered_counts(x)
     length = check_int(length, "length", minimum=1, maximum=x.size)
-    windows = np.lib.stride_tricks.sliding_window_view(x, length)
-    mean = windows.mean(axis=1)
-    ordered = np.sort(windows, axis=1)
-    above = ordered > mean[:, None]
-    return 2.0 * ((ordered - mean[:, None]) * above).sum(axis=1)
+    return _window_deviations(x, RangeSmallestSums(x), [length])[length]
+
+
+def _window_deviations(x: np.ndarray, sums: RangeSmallestSums, lengths) -> dict[int, np.ndarray]:
+    """{length: dev of the window of that length at every start}, exact integers."""
+    cumulative = np.concatenate([[0], np.cumsum(x, dtype=np.int64)])
+    devs = {}
+    for length in lengths:
+        lo = np.arange(x.size - length + 1)
+        half = np.full(lo.size, length // 2)
+        upper = cumulative[lo + length] - cumulative[lo] - sums.smallest_sums(lo, lo + length, length - half)
+        devs[length] = upper - sums.smallest_sums(lo, lo + length, half)
+    return devs
 
 
 def _ordered_counts(x) -> np.ndarray:
-    """``x`` as a float64 copy of a non-empty 1-D histogram (an ordered domain of any size)."""
+    """``x`` as an int64 copy of a non-empty 1-D histogram (an ordered domain of any size)."""
     arr = as_array(x, "x")
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"x must be a non-empty 1-D histogram, got shape {arr.shape}")
-    return check_histogram(arr, arr.shape).astype(np.float64)
+    return check_histogram(arr, arr.shape).astype(np.int64)
 
 
-def _dawa_scale(epsilon: float) -> float:
-    """Laplace scale for every interval's noisy cost, singletons included: 4/ε.
+def _report_noisy_min_scores(values: np.ndarray, delta: float, epsilon: float, gen) -> np.ndarray:
+    """``values`` + noise for report-noisy-min, when the threshold a piece's noise must clear moves
+    by at most ``delta`` between neighbours (see :func:`dawa_partition`).
 
-    Report-noisy-min over partitions (the seed's Thm 5.2 argument): fix the output partition P and
-    the interval B of P holding the changed cell; condition on every other interval's noise; P wins
-    iff B's own noise clears a threshold. A unit change moves B's deviation by at most 2(1 - 1/|B|)
-    and the best competing partition's cost (which holds exactly one interval with that cell) by at
-    most 2, so the threshold moves by at most 4, and Laplace(4/ε) noise on B keeps the probability
-    within e^ε. Every interval must carry its own noise (singletons too) and costs must not be
-    clipped, or the argument fails. (DAWA's code uses 2/ε, noiseless singletons and a clip at 1/ε₂.)
-
-    With ``rng=None`` the scores are lattice Laplace (:func:`blowfish_te.secure.lattice_laplace`),
-    one call per length with ``sensitivity`` 2d for its d scores: that puts every score on the
-    same grid Λ = 2^-19, with noise DLap(t) in grid units, ε·t = 4/Λ + 2. In grid units the
-    argument above reads: conditioned on the other noises, P wins iff N_B <= T(x) for an integer
-    T (the dynamic program breaks ties by a fixed order on partitions, and lowering N_B lowers
-    exactly the partitions holding B); rounding to the grid moves each of the two scores involved by
-    at most one more unit, so T moves by at most 2·(2/Λ + 1) = ε·t, and
-    P(N_B <= T) changes by at most e^ε. (The sum of scores stays exact in float64 while totals
-    are below 2^34.) The L1 sensitivity of the whole score vector plays no part.
+    Laplace(δ/ε) on a numpy Generator. With ``rng=None`` lattice Laplace
+    (:func:`blowfish_te.secure.lattice_laplace`) with ``sensitivity`` 2d for the d values puts every
+    score on the grid Λ = 2^-19 with noise DLap(t), t = scale·(1/Λ + 1/2); rounding to the grid
+    moves each of the two scores the threshold compares by half a unit, so the threshold moves by
+    at most δ/Λ + 2 grid units, and the scale below makes ε·t exactly that. It exceeds δ/ε by a
+    factor 1 + 2^-19 at most, so both paths use it.
     """
-    return 4.0 / epsilon
+    scale = (delta / _GRID + 2.0) / (epsilon * (1.0 / _GRID + 0.5))
+    return add_laplace(values.astype(np.float64), scale, gen, sensitivity=2.0 * values.size, integer=False)
 
 
-def dawa_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None, exact: bool = False) -> np.ndarray:
-    """DAWA's private partition of an ordered domain into intervals (Li et al. 2014, step 1).
+def _default_max_length(k: int) -> int:
+    """K/16 (at least min(K, 16)), rounded down to a power of two."""
+    return 1 << (max(k // 16, min(k, 16)).bit_length() - 1)
 
-    Minimises Σ_buckets (dev(B) + 1/ε₂ + Lap(4/ε)) over partitions into intervals, by dynamic
-    programming: over all intervals (``exact=True``, O(K²) candidates, K <= 1024) or over intervals
-    of dyadic length at every start (DAWA's approximate variant, O(K log K) candidates).
 
-    Privacy: ε-DP for unit changes of x (see :func:`_dawa_scale`); only the partition is released.
-    Returns bucket labels 0..m-1 in cell order.
+def dawa_partition(
+    x, epsilon: float, epsilon2: float, rng: RNGLike = None, *, penalty: float = 1.0, max_length: int | None = None
+) -> np.ndarray:
+    """A private partition of an ordered domain into intervals, in the spirit of DAWA's first step
+    (Li, Hay, Miklau, Wang, PVLDB 2014), whose buckets follow the data rather than the noise.
+
+    Candidates are *pieces*: an interval [a, a + L) of dyadic length L at any start, cut into L/l
+    buckets of dyadic length l (l = L: one bucket; l = 1: single cells), with l <= ``max_length``
+    (default K/16). A piece scores
+
+        Σ_{its buckets} dev(b) + (L/l)·λ + guard + noise,   λ = ``penalty``/ε₂,
+
+    and the released partition is the tiling of [0, K) by pieces with the least total score
+    (dynamic program over right ends; ties go to longer pieces, then to fewer buckets).
+
+    - λ is DAWA's per-bucket price of measuring a total at ε₂ (``penalty`` = 1 for histograms).
+    - The guard (:data:`BUCKET_GUARD`, or for a run of 2^j buckets :data:`RUN_GUARD` +
+      j·:data:`RUN_DOUBLING`, times 2/ε) is a data-independent price per piece. Minimising a sum of zero-mean noisy scores favours many pieces whose noise
+      happens to be negative; without a guard, flat regions break into thousands of spurious
+      buckets. A guard near the extreme noise over the alternatives removes this, and because a
+      dense region is covered by a few long runs of short buckets, the guard is paid once per
+      run rather than once per bucket, so dense data keeps its fine buckets.
+    - Bucket lengths are capped so that one wrongly merged structure spreads over at most
+      ``max_length`` cells of a range query.
+
+    Privacy (ε-DP for unit changes of x; report-noisy-min over tilings, as in the DAWA and seed
+    Thm 5.2 arguments): fix the output tiling P and its piece B holding the changed cell i;
+    condition on every other piece's noise. P wins iff (a) it beats every tiling that contains B,
+    which involves only pieces without cell i, so it does not change between neighbours, and
+    (b) N_B <= T(x) = min over tilings Q without B of [cost(Q) - cost(P ∖ B)] - data(B) - price(B).
+    data(B) moves by at most δ_B (1 if B has a bucket of two or more cells, 0 for single cells:
+    only the bucket holding i changes, and dev has sensitivity 1), and each cost(Q) by at most 1
+    (its one piece holding i), so T moves by at most δ_B + 1. Laplace((δ_B + 1)/ε) noise on B
+    keeps P(N_B <= T) within a factor e^ε; every piece carries its own noise and no score is
+    clipped. Guards, penalties and caps depend only on (K, ε, ε₂), so they do not enter the
+    argument. Only the partition is released. See :func:`_report_noisy_min_scores` for ``rng=None``.
     """
     x = _ordered_counts(x)
     epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
+    penalty = check_real(penalty, "penalty", minimum=0)
     k = x.size
-    if exact and k > MAX_EXACT_DAWA:
-        raise ValueError(f"the exact DAWA partition handles up to {MAX_EXACT_DAWA} cells, got {k}: use exact=False")
-    if not exact and k > MAX_DAWA:
-        raise ValueError(f"the DAWA partition handles up to {MAX_DAWA} cells (it sorts every dyadic window), got {k}")
-    return best_interval_partition(_interval_scores(x, epsilon, epsilon2, check_rng(rng), exact))
+    if k > MAX_DAWA:
+        raise ValueError(f"dawa_partition handles up to {MAX_DAWA} cells, got {k}")
+    max_length = _default_max_length(k) if max_length is None else check_int(max_length, "max_length", minimum=1)
+    gen = check_rng(rng)
+    lengths = [1 << j for j in range(k.bit_length())]
+    sub_lengths = [n for n in lengths if n <= max_length]
+    devs = _window_deviations(x, RangeSmallestSums(x), sub_lengths)
+    strided = {n: _strided_suffix_sums(devs[n], n) for n in sub_lengths}
+    price, unit = penalty / epsilon2, 2.0 / epsilon
+    scores, cuts = {}, {}
+    for length in lengths:
+        starts = np.arange(k - length + 1)
+        best = np.full(starts.size, np.inf)
+        cut = np.zeros(starts.size, dtype=np.int64)
+        for sub in reversed([n for n in sub_lengths if n <= length]):  # fewest buckets first
+            data = strided[sub][starts] - strided[sub][starts + length] if sub > 1 else np.zeros(starts.size)
+            guard = (BUCKET_GUARD if sub == length else RUN_GUARD + RUN_DOUBLING * math.log2(length // sub)) * unit
+            noisy = _report_noisy_min_scores(data + (length // sub) * price + guard, 2.0 if sub > 1 else 1.0, epsilon, gen)
+            better = noisy < best
+            best[better], cut[better] = noisy[better], sub
+        scores[length], cuts[length] = best, cut
+    labels = np.empty(k, dtype=np.int64)
+    bucket = 0
+    for start, length in _best_tiling(scores):
+        sub = int(cuts[length][start])
+        for first in range(start, start + length, sub):
+            labels[first : first + sub] = bucket
+            bucket += 1
+    return labels
 
 
-def _interval_scores(x: np.ndarray, epsilon: float, epsilon2: float, gen, exact: bool) -> dict:
-    """{length: noisy score of the interval of that length at every start}."""
-    k = x.size
-    lengths = range(1, k + 1) if exact else [1 << j for j in range(int(math.log2(k)) + 1)]
-    penalty, scale = 1.0 / epsilon2, _dawa_scale(epsilon)
-    scores = {}
-    for length in lengths:  # every interval gets its own noise, and no cost is clipped
-        dev = interval_deviations(x, length) if length > 1 else np.zeros(k)
-        # report-noisy-min, not a vector release: sensitivity 2d puts all lengths on the grid 2^-19
-        # (see _dawa_scale); the values are real, so the secure path is the lattice
-        scores[length] = add_laplace(dev + penalty, scale, gen, sensitivity=2.0 * dev.size, integer=False)
-    return scores
+def _strided_suffix_sums(values: np.ndarray, step: int) -> np.ndarray:
+    """S[a] = values[a] + values[a + step] + ... (0 beyond the end), padded with ``step`` zeros so
+    that S[a] - S[a + L] sums the L/step windows of a run starting at a."""
+    rows = -(-values.size // step)
+    padded = np.zeros(rows * step)
+    padded[: values.size] = values
+    sums = padded.reshape(rows, step)[::-1].cumsum(axis=0)[::-1].reshape(-1)
+    return np.concatenate([sums, np.zeros(step)])
 
 
 def best_interval_partition(scores: dict) -> np.ndarray:
@@ -127,21 +187,33 @@ def best_interval_partition(scores: dict) -> np.ndarray:
     right ends; ties go to the longer interval). ``scores[length][start]`` scores one interval;
     length 1 must be present, so that a partition exists."""
     scores = _check_scores(scores)
-    k = scores[1].size
-    best = np.zeros(k + 1)
-    choice = np.zeros(k + 1, dtype=np.int64)
-    for end in range(1, k + 1):  # best[end]: cells 0..end-1 partitioned
-        options = [(best[end - n] + scores[n][end - n], -n) for n in scores if n <= end]
-        value, negative = min(options)
-        best[end], choice[end] = value, -negative
-    bounds, end = [], k
-    while end > 0:
-        bounds.append((end - choice[end], end))
-        end -= choice[end]
-    labels = np.empty(k, dtype=np.int64)
-    for bucket, (start, stop) in enumerate(reversed(bounds)):
-        labels[start:stop] = bucket
+    labels = np.empty(scores[1].size, dtype=np.int64)
+    for bucket, (start, length) in enumerate(_best_tiling(scores)):
+        labels[start : start + length] = bucket
     return labels
+
+
+def _best_tiling(scores: dict[int, np.ndarray]) -> list[tuple[int, int]]:
+    """(start, length) of the intervals of the least-score tiling, left to right."""
+    k = scores[1].size
+    lengths = sorted(scores)
+    columns = [scores[n].tolist() for n in lengths]
+    best = [0.0] * (k + 1)  # best[end]: cells 0..end-1 covered
+    choice = [1] * (k + 1)
+    for end in range(1, k + 1):
+        value, pick = math.inf, 1
+        for n, column in zip(lengths, columns):
+            if n > end:
+                break
+            candidate = best[end - n] + column[end - n]
+            if candidate <= value:  # ascending lengths: ties go to the longer
+                value, pick = candidate, n
+        best[end], choice[end] = value, pick
+    tiling, end = [], k
+    while end > 0:
+        tiling.append((end - choice[end], choice[end]))
+        end -= choice[end]
+    return tiling[::-1]
 
 
 def _check_scores(scores) -> dict[int, np.ndarray]:

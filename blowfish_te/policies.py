@@ -324,6 +324,15 @@ class Policy:
     def is_connected(self) -> bool:
         return self.n_components == 1
 
+    @property
+    def is_differential_privacy(self) -> bool:
+        """True for plain DP: every pair of cells (bounded) or every cell to ⊥ and nothing else
+        (unbounded), however the edges were given."""
+        k = self.size
+        if not self._has_bottom:
+            return self.num_edges == k * (k - 1) // 2
+        return self.num_edges == k and all(isinstance(b, PairEdges) and bool((b.v == k).all()) for b in self._blocks)
+
     def vertex(self, value) -> int:
         """Vertex index of a cell (flat index or coordinate tuple) or of :data:`BOTTOM`."""
         if value is BOTTOM:

@@ -22,7 +22,7 @@ import numpy as np
 from . import trees as tree_lib
 from ._validation import check_epsilon, check_histogram
 from .forest import CyclicPolicyError
-from .mechanisms import LinearMechanism, Mechanism, NativeMechanism, get_mechanism
+from .mechanisms import MECHANISMS, LinearMechanism, Mechanism, NativeMechanism, get_mechanism
 from .noise import RNGLike, check_rng
 from .policies import Policy
 from .secure import SecureRandom
@@ -116,6 +116,13 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
         "to run it at epsilon / stretch (the tree-embedding route of SPEC §5)"
     )
 
+    if mech.models_records and not policy.is_differential_privacy:
+        works = ", ".join(sorted(name for name, cls in MECHANISMS.items() if not cls.models_records))
+        raise ValueError(
+            f"mechanism {mech.name!r} models the data as records spread over the cells, but under {policy.name} it "
+            "would run on the transformed counts x_G, which are not records, and answer no better than the uniform "
+            f"estimate; run it under a DP policy (complete or unbounded), or use one of: {works}"
+        )
     if isinstance(mech, NativeMechanism):
         if tree is not None or route != "auto":
             raise ValueError(f"mechanism {mech.name!r} is Blowfish-native: it picks its own measurements (route 'auto', no tree)")

@@ -213,7 +213,7 @@ def test_nonnegative_reconstruction_and_uniform():
     assert (answers >= -1e-9).all() and M.NonNegative(M.HB()).expected_error(w, 1.0) is None
     totals = [M.Uniform().run(wl.prefix(16), x, 1.0, rng=t)[-1] for t in range(2000)]
     assert abs(np.mean(totals) - x.sum()) < 4 * math.sqrt(2) / math.sqrt(2000)
-    release = bt.answer(wl.prefix(16), x, policies.line(16), 1.0, "uniform", rng=0)
+    release = bt.answer(wl.prefix(16), x, policies.unbounded(16), 1.0, "uniform", rng=0)
     assert release.expected_mse is None and release.route == "transform"
 
 

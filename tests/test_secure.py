@@ -20,7 +20,7 @@ from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import Mechanism
 from blowfish_te.noise import NUMPY_LAPLACE, add_laplace, check_rng, laplace
-from blowfish_te.partitions import _interval_scores, dawa_partition, matching_partition, noisy_pairing_partition
+from blowfish_te.partitions import _report_noisy_min_scores, dawa_partition, matching_partition, noisy_pairing_partition
 from blowfish_te.secure import (
     SecureRandom,
     default_backend,
@@ -269,17 +269,17 @@ INTEGER, LATTICE = "integer", "lattice"
 def _mechanism_cases():
     """(id, mechanism, policy, the hardened samplers its secure release must name)."""
     return [
-        ("uniform", M.Uniform(), policies.line(K12), {INTEGER}),
+        ("uniform", M.Uniform(), policies.unbounded(K12), {INTEGER}),
         ("ordered", M.Ordered(), policies.threshold(K12, 3), {INTEGER}),
         ("ordered_unconstrained", M.Ordered(constrained=False), policies.unbounded(K12), {INTEGER}),
         ("ordered_hierarchical", M.OrderedHierarchical(fanout=2), policies.threshold(K12, 4), {LATTICE}),
         ("ordered_hierarchical_unbounded", M.OrderedHierarchical(fanout=2), policies.unbounded(K12), {LATTICE}),
         ("ahp", M.AHP(), policies.line(K12), {INTEGER}),
         ("dawa", M.DAWA(), policies.line(K12), {INTEGER, LATTICE}),
-        ("dawa_exact", M.DAWA(exact=True), policies.line(K12), {INTEGER, LATTICE}),
-        ("ptt_dawa", M.PartitionThenTransform("dawa"), policies.line(K12), {INTEGER, LATTICE}),
-        ("ptt_matching", M.PartitionThenTransform("matching"), policies.line(K12), {INTEGER, LATTICE}),
-        ("ptt_noisy_pairing", M.PartitionThenTransform("noisy_pairing"), policies.threshold(K12, 2), {INTEGER}),
+        ("ptt_dawa", M.PartitionThenTransform("dawa", epsilon_split=0.25), policies.line(K12), {INTEGER, LATTICE}),
+        ("ptt_matching", M.PartitionThenTransform("matching", epsilon_split=0.25), policies.line(K12), {INTEGER, LATTICE}),
+        ("ptt_noisy_pairing", M.PartitionThenTransform("noisy_pairing", epsilon_split=0.25), policies.threshold(K12, 2),
+         {INTEGER}),
     ]
 
 
@@ -293,7 +293,7 @@ def test_every_laplace_mechanism_is_hardened_with_rng_none(name, mech, policy, k
 
 @pytest.mark.parametrize("mech", [M.MWEM(rounds=3, updates=5), M.MWEM(rounds=3, updates=5, total=31.0)], ids=repr)
 def test_mwem_is_not_secure_because_of_its_gumbel_draw(mech):
-    release = answer(wl.prefix(K12), X12, policies.line(K12), 0.7, mech)
+    release = answer(wl.prefix(K12), X12, policies.unbounded(K12), 0.7, mech)
     assert not release.secure and np.isfinite(release.answers).all()
     # the Laplace draws are hardened (integer: a 0/1 workload); the exponential mechanism is not
     assert release.sampler.split("; ") == sorted(
@@ -303,7 +303,7 @@ def test_mwem_is_not_secure_because_of_its_gumbel_draw(mech):
 
 def test_mwem_measures_a_real_workload_on_the_lattice():
     w = wl.from_matrix([[0.5, 1.0, 0.0, 0.0], [0.0, 0.25, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
-    release = answer(w, [3, 1, 4, 1], policies.line(4), 1.0, M.MWEM(rounds=2, updates=3, total=9.0))
+    release = answer(w, [3, 1, 4, 1], policies.unbounded(4), 1.0, M.MWEM(rounds=2, updates=3, total=9.0))
     assert not release.secure and np.isfinite(release.answers).all()
     assert sampler_name(LATTICE, default_backend()) in release.sampler.split("; ")
 
@@ -314,22 +314,31 @@ class _Spy(SecureRandom):
     def __init__(self):
         super().__init__()
         self.lattice_calls = []
+        self.scales = []
 
     def lattice_laplace(self, values, scale, sensitivity):
         self.lattice_calls.append((np.size(values), sensitivity))
+        self.scales.append(scale)
         return super().lattice_laplace(values, scale, sensitivity)
 
 
 def test_report_noisy_min_and_max_scores_share_one_grid():
-    # DAWA: sensitivity 2d for the d scores of each length -> every score on 2^-19 ℤ; the
-    # matching: sensitivity d -> pair and twin weights on 2^-20 ℤ (see the partitions' docstrings)
+    # DAWA: sensitivity 2d for the d scores of each call -> every piece score on 2^-19 ℤ, with
+    # ε·t = δ/Λ + 2 grid units for a threshold that moves by δ; the matching: sensitivity d ->
+    # pair and twin weights on 2^-20 ℤ (see the partitions' docstrings)
     spy = _Spy()
-    scores = _interval_scores(X12.astype(np.float64), 0.5, 0.5, spy, exact=True)
-    assert [d for d, _ in spy.lattice_calls] == [K12 - n + 1 for n in range(1, K12 + 1)]
+    labels = dawa_partition(X12, 0.5, 0.5, spy)
+    assert labels.shape == (K12,) and len(spy.lattice_calls) >= 10  # one call per (length, sub-length)
     assert {lattice_spacing(s, d) for d, s in spy.lattice_calls} == {-19}
-    for values in scores.values():
-        units = np.ldexp(values, 19)
+    grid = 2.0**-19
+    for delta in (1.0, 2.0):
+        spy = _Spy()
+        scores = _report_noisy_min_scores(np.linspace(0, 7, 5), delta, 0.5, spy)
+        units = np.ldexp(scores, 19)
         assert np.array_equal(units, np.round(units))
+        (size, sensitivity), scale = spy.lattice_calls[0], spy.scales[0]
+        t = scale / grid + size * scale / sensitivity  # DLap(t) in grid units (lattice_laplace)
+        assert 0.5 * t == pytest.approx(delta / grid + 2, rel=1e-12)
     spy = _Spy()
     labels = matching_partition(X12, 0.5, 0.5, spy)
     assert [d for d, _ in spy.lattice_calls] == [K12 * (K12 - 1) // 2, K12]
@@ -356,29 +365,30 @@ def test_noisy_pairing_partition_draws_exact_integers():
 
 
 # Seeded answers recorded with the code before these mechanisms drew through add_laplace:
-# Σ np.round(answers, 6) of answer(prefix(12), X12, policy, 0.7, mechanism, rng=3).
+# Σ np.round(answers, 6) of answer(prefix(12), X12, policy, 0.7, mechanism, rng=3). DAWA and
+# partition-then-transform were recorded again after their partition and bucket stage changed,
+# Uniform and MWEM after they moved to the unbounded policy (they refuse the line policy).
 SEEDED_SUMS = {
-    "uniform": 187.47949900000003,
+    "uniform": 185.11676400000002,
     "ordered": 171.19207,
     "ordered_unconstrained": 96.29440499999998,
     "ordered_hierarchical": 129.756955,
     "ordered_hierarchical_unbounded": 138.09412400000002,
     "ahp": 188.90180999999998,
-    "dawa": 194.552868,
-    "dawa_exact": 204.940539,
-    "ptt_dawa": 197.82466399999998,
-    "ptt_matching": 200.0487,
-    "ptt_noisy_pairing": 324.818366,
-    "mwem": 164.795022,
-    "mwem_total": 62.000003,
+    "dawa": 194.43599700000001,
+    "ptt_dawa": 182.476614,
+    "ptt_matching": 121.74360999999999,
+    "ptt_noisy_pairing": 150.956384,
+    "mwem": 47.028597,
+    "mwem_total": 198.692843,
 }
 
 
 @pytest.mark.parametrize("name", sorted(SEEDED_SUMS))
 def test_seeded_mechanisms_are_unchanged(name):
     cases = {c[0]: (c[1], c[2]) for c in _mechanism_cases()}
-    cases["mwem"] = (M.MWEM(rounds=3, updates=5), policies.line(K12))
-    cases["mwem_total"] = (M.MWEM(rounds=3, updates=5, total=31.0), policies.line(K12))
+    cases["mwem"] = (M.MWEM(rounds=3, updates=5), policies.unbounded(K12))
+    cases["mwem_total"] = (M.MWEM(rounds=3, updates=5, total=31.0), policies.unbounded(K12))
     mech, policy = cases[name]
     release = answer(wl.prefix(K12), X12, policy, 0.7, mech, rng=3)
     assert not release.secure and release.sampler == NUMPY_LAPLACE
@@ -387,8 +397,7 @@ def test_seeded_mechanisms_are_unchanged(name):
 
 def test_seeded_partitions_are_unchanged():
     # recorded before the partitions drew through add_laplace
-    assert dawa_partition(X12, 0.5, 0.5, rng=4).tolist() == [0, 0, 0, 0, 1, 2, 3, 3, 4, 4, 4, 4]
-    assert dawa_partition(X12, 0.5, 0.5, rng=4, exact=True).tolist() == [0, 0, 0, 1, 2, 3, 4, 4, 5, 5, 5, 6]
+    assert dawa_partition(X12, 0.5, 0.5, rng=4).tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]  # recorded anew
     assert matching_partition(X12, 0.5, 0.5, rng=4).tolist() == [0, 1, 2, 3, 4, 1, 5, 6, 4, 2, 6, 0]
     assert noisy_pairing_partition(X12, policies.line(K12), 0.5, 0.5, rng=4).tolist() == [
         1, 5, 0, 7, 4, 2, 2, 6, 3, 3, 1, 4,

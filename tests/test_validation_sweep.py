@@ -362,8 +362,10 @@ case("NonNegative(mechanism)", lambda v: M.NonNegative(v), "mechanism|LinearMech
 case("OrderedHierarchical(fanout)", lambda v: M.OrderedHierarchical(fanout=v), "fanout", bad_ints(2), 4)
 case("OrderedHierarchical(split)", lambda v: M.OrderedHierarchical(split=v), "split", but_none(bad_shares()), 0.3)
 case("Ordered(policy 2-D)", lambda v: M.Ordered().release_native(W2, X2, v, 1.0, rng=0), "1-D|policy", st.just(GRID), None)
-case("DAWA(ratio)", lambda v: M.DAWA(ratio=v), "ratio", bad_shares(), 0.3)
-case("DAWA(branching)", lambda v: M.DAWA(branching=v), "branching", bad_ints(2), 3)
+case("DAWA(ratio)", lambda v: M.DAWA(ratio=v), "ratio", but_none(bad_shares()), 0.3)
+case("DAWA(penalty)", lambda v: M.DAWA(penalty=v), "penalty", st.sampled_from([0, -1.0, NAN, INF, "a"]), 2.0)
+case("DAWA(estimator)", lambda v: M.DAWA(estimator=v), "estimator",
+     but_none(st.one_of(not_a("mechanism"), st.just(M.AHP()))), M.HB())
 case("MWEM(rounds)", lambda v: M.MWEM(rounds=v), "rounds", bad_ints(), 3)
 case("MWEM(updates)", lambda v: M.MWEM(updates=v), "updates", bad_ints(), 3)
 case("MWEM(ratio)", lambda v: M.MWEM(ratio=v), "ratio", bad_shares(), 0.3)
@@ -375,7 +377,9 @@ case("AHP(eta)", lambda v: M.AHP(eta=v), "eta", st.one_of(bad_reals(), st.floats
 case("PartitionThenTransform(partition)", lambda v: M.PartitionThenTransform(partition=v), "partition",
      bad_names(("dawa", "matching", "noisy_pairing")), "matching")
 case("PartitionThenTransform(epsilon_split)", lambda v: M.PartitionThenTransform(epsilon_split=v), "epsilon_split",
-     bad_shares(), 0.3)
+     but_none(bad_shares()), 0.3)
+case("PartitionThenTransform(estimator)", lambda v: M.PartitionThenTransform(estimator=v), "estimator",
+     but_none(st.one_of(not_a("mechanism"), st.just(M.AHP()))), M.HB())
 case("get_mechanism(mechanism)", lambda v: M.get_mechanism(v), "mechanism",
      st.one_of(bad_names(M.MECHANISMS), not_a("mechanism")), "identity")
 case("qardaji_branching(n)", lambda v: M.qardaji_branching(v), "n", bad_ints(), 100)
@@ -411,16 +415,16 @@ for fn, label in ((_answer, "answer"), (_plan, "plan")):
     case(f"{label}(tree with route exact)", lambda v, f=fn: f(policy=CYCLIC, tree="hub", route=v), "tree", st.just("exact"),
          "transform")
     case(f"{label}(cyclic policy, data-dependent mechanism)", lambda v, f=fn: f(policy=CYCLIC, mechanism=v), "tree",
-         st.sampled_from(["dawa", "mwem", "ahp", "uniform"]), "identity")
+         st.sampled_from(["dawa", "ahp"]), "identity")
 case("answer(x)", lambda v: _answer(x=v), "x", bad_histograms(), X)
 case("answer(x, 2-D)", lambda v: _answer(workload=W2, policy=GRID, x=v), "x", bad_histograms(SHAPE2), X2)
 case("answer(rng)", lambda v: _answer(rng=v), "rng", bad_rngs(), 0)
 
 # -- partitions -------------------------------------------------------------------------------------
 
-case("interval_deviations(x)", lambda v: partitions.interval_deviations(v, 2), "x",
-     st.sampled_from([[], [NAN, 1], [INF, 1], ["a", "b"], [[1, 2], [3]], None, np.ones((2, 2)), [1j, 1]]), X)
-case("interval_deviations(length)", lambda v: partitions.interval_deviations(X, v), "length",
+case("median_deviations(x)", lambda v: partitions.median_deviations(v, 2), "x",
+     st.one_of(bad_histograms(any_length=True), st.just([])), X)
+case("median_deviations(length)", lambda v: partitions.median_deviations(X, v), "length",
      st.one_of(bad_ints(), st.integers(K + 1, 10**30)), 3)
 DAWA_ARGS = dict(x=X, epsilon=1.0, epsilon2=1.0, rng=0)
 MATCH_ARGS = dict(DAWA_ARGS)
@@ -433,6 +437,10 @@ for fn, base in ((partitions.dawa_partition, DAWA_ARGS), (partitions.matching_pa
     for eps in ("epsilon", "epsilon2"):
         case(f"{name}({eps})", lambda v, f=fn, b=base, e=eps: f(**{**b, e: v}), eps, bad_epsilons(), 0.5)
     case(f"{name}(rng)", lambda v, f=fn, b=base: f(**{**b, "rng": v}), "rng", bad_rngs(), 0)
+case("dawa_partition(penalty)", lambda v: partitions.dawa_partition(**{**DAWA_ARGS, "penalty": v}), "penalty",
+     st.sampled_from([-1.0, NAN, INF, "a", None]), 2.0)
+case("dawa_partition(max_length)", lambda v: partitions.dawa_partition(**{**DAWA_ARGS, "max_length": v}), "max_length",
+     but_none(bad_ints(1)), 2)
 case("noisy_pairing_partition(policy)", lambda v: partitions.noisy_pairing_partition(X, v, 1.0, 1.0, rng=0), "policy",
      not_a("policy"), LINE)
 case("best_interval_partition(scores)", lambda v: partitions.best_interval_partition(v), "scores",
@@ -543,6 +551,8 @@ def test_extreme_valid_epsilons_give_finite_answers_or_name_epsilon(mechanism, e
     never inf or NaN."""
     native = issubclass(M.MECHANISMS[mechanism], M.NativeMechanism)
     for policy in (LINE, policies.unbounded(K), CYCLIC):
+        if M.MECHANISMS[mechanism].models_records and not policy.is_differential_privacy:
+            continue  # refused whatever ε (test_datadependent)
         tree = "hub" if policy is CYCLIC and not native else None
         try:
             release = bt.answer(wl.all_ranges(K), X, policy, epsilon, mechanism, rng=0, tree=tree)

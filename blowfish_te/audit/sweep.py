@@ -36,7 +36,8 @@ class SweepConfig:
     """Sizes of a sweep: domains (k cells in 1-D, ``grid_shape`` in 2-D, threshold ``theta``), ε,
     runs per histogram, pair generators, family-wise confidence, seed, MWEM's parameters (its
     defaults, 10 rounds of 100 updates, cost about 80 ms a run), whether to add the variants
-    (exact DAWA, partition-then-transform with the other two partitions), ``reduced``: the
+    (DAWA at ratio 0.5, partition-then-transform with the other two partitions at a 0.25
+    split: with prefix workloads its default split is 0, no partition), ``reduced``: the
     fraction of the runs given to the slowest mechanisms (10-40 ms a release at K = 8), and
     ``secure``: audit the hardened samplers of ``rng=None`` instead of the seeded float path."""
 
@@ -90,9 +91,9 @@ def sweep_mechanisms(config: SweepConfig) -> dict[str, Mechanism]:
     mechanisms["matrix(prefix)"] = MatrixMechanism(_prefix_strategy)
     mechanisms["nonnegative(identity)"] = NonNegative(Identity())
     if config.variants:
-        mechanisms["dawa(exact)"] = DAWA(exact=True)
-        mechanisms["ptt(noisy_pairing)"] = PartitionThenTransform("noisy_pairing")
-        mechanisms["ptt(matching)"] = PartitionThenTransform("matching")
+        mechanisms["dawa(ratio 0.5)"] = DAWA(ratio=0.5, penalty=1.0)
+        mechanisms["ptt(noisy_pairing)"] = PartitionThenTransform("noisy_pairing", epsilon_split=0.25)
+        mechanisms["ptt(matching)"] = PartitionThenTransform("matching", epsilon_split=0.25)
     return mechanisms
 
 

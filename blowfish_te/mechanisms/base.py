@@ -40,6 +40,10 @@ class Mechanism(ABC):
     #: The noise sampler the mechanism draws from with a numpy Generator, recorded in releases made
     #: with one (with ``rng=None`` releases record the samplers actually used).
     sampler: str = NUMPY_LAPLACE
+    #: True when the mechanism models x as records spread over cells (a distribution with a total,
+    #: as MWEM and Uniform do): under a policy other than plain DP it would run on x_G, whose
+    #: coordinates count records below tree edges, so :func:`blowfish_te.answer` refuses it there.
+    models_records: bool = False
 
     @abstractmethod
     def run(self, workload: Workload, x: np.ndarray, epsilon: float, rng: RNGLike = None) -> np.ndarray:

@@ -5,47 +5,85 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._cache import IdentityCache
 from .._validation import check_epsilon, check_histogram, check_real
 from ..noise import RNGLike, check_rng
 from ..partitions import dawa_partition, matching_partition, noisy_pairing_partition, quotient_policy
 from ..policies import Policy
 from ..sensitivity import check_compatible
-from ..workloads import as_workload, identity
+from ..workloads import BucketWorkload, Workload, as_workload, evenly_spaced_queries
+from .base import LinearMechanism
+from .hierarchical import HB, Privelet
+from .laplace import Identity
 from .ordered import NativeMechanism, NativeRelease
 
 PARTITIONS = ("dawa", "matching", "noisy_pairing")
+#: Linear strategies for the bucket totals, compared by analytic error under the quotient policy.
+BUCKET_STRATEGIES: tuple[type[LinearMechanism], ...] = (Identity, HB, Privelet)
+#: Strategies are compared on at most this many of the reduced workload's queries, evenly spaced.
+PROBE_QUERIES = 256
+#: Per-bucket price of the DAWA partition, in units of 1/ε₂: under a tree transform a bucket total
+#: is the difference of two noisy cumulative counts, E|L₁ - L₂| = 1.5/ε₂ for Laplace(1/ε₂).
+BUCKET_PRICE = 1.5
+#: The partition is used only when merging the cells in blocks of ``LUMPING_BLOCK`` would cut the
+#: workload's analytic error under the policy at least ``MIN_LUMPING_GAIN`` times.
+LUMPING_BLOCK, MIN_LUMPING_GAIN = 2, 2.0
 
 
 class PartitionThenTransform(NativeMechanism):
-    """Private partition (ε₁ = ``epsilon_split``·ε), bucket totals under the quotient policy G' by
-    the lowest-error route (ε₂ = ε - ε₁), uniform expansion; answers W x̂.
+    """Private partition (ε₁ = ``epsilon_split``·ε), the workload reduced to the bucket totals
+    (W·E, E spreading a total evenly over its bucket, as DAWA's second step) answered under the
+    quotient policy G' at ε₂ = ε - ε₁, uniform expansion.
 
     Partitions (each with its privacy argument):
 
-    - ``"dawa"``: DAWA's interval partition at ε₁/2 for unit changes; a move along a policy edge is a
-      removal plus an addition, so it is (ε₁, G)-Blowfish for every G (``exact=True``: all
-      intervals, K <= 1024; else dyadic intervals);
-    - ``"matching"``: the seed's noisy max-weight matching at ε₁/2, same argument (K <= 256);
+    - ``"dawa"``: :func:`blowfish_te.partitions.dawa_partition` at ε₁/2 for unit changes; a move
+      along a policy edge is a removal plus an addition, so it is (ε₁, G)-Blowfish for every G;
+    - ``"matching"``: the seed's noisy max-weight matching at ε₁/2, same argument (K <= 1024);
     - ``"noisy_pairing"``: counts with Laplace(Δ_G(I)/ε₁), Δ_G(I) from the policy's edges, then the
       optimal pairing of the noisy counts — post-processing.
 
-    The bucket totals are a G'-neighbour pair (or equal) whenever x is a G-neighbour pair, so
-    (ε₂, G')-Blowfish on them is (ε₂, G)-Blowfish on x (Anuarbek Lemma 4.1); they are answered with
-    ``blowfish_te.answer`` (identity mechanism, automatic route). Sequential composition gives ε.
+    Bucket totals: the bucket totals of two G-neighbours are equal or G'-neighbours (Anuarbek
+    Lemma 4.1), so any (ε₂, G')-Blowfish release of them is (ε₂, G)-Blowfish on x. They answer
+    the reduced workload through :func:`blowfish_te.answer` with ``estimator``, by default the
+    strategy of :data:`BUCKET_STRATEGIES` and the route with the lowest analytic error under G'
+    (on :data:`PROBE_QUERIES` evenly spaced queries) — a choice that depends on the workload, the
+    released partition and ε only. Sequential composition gives ε.
+
+    ``epsilon_split`` (ε₁/ε) defaults to a rule of the workload and the policy (never the data):
+
+    - 0.25 when buckets can pay: :func:`lumping_gain` >= :data:`MIN_LUMPING_GAIN`, i.e. merging
+      the cells in pairs would at least halve the analytic error (histograms: a pair's total spread
+      over its two cells has a quarter of the noise). 0.25 gives the partition DAWA(ε/2)'s budget
+      (ε/8 per unit change); measured on the seed's Fig. 4 suite (``anuarbek_fig4``) it is at or
+      below DAWA(ε/2) in every cell, where the seed's 0.5 lost 14 of 21;
+    - 0 otherwise: no partition, all of ε for the bucket stage (then the policy itself). Prefix
+      and range queries gain at most 1.8 times from pairs under line, threshold and unbounded
+      policies (their transformed queries touch few counts, or a hierarchy already averages), so
+      a partition would cost budget and add the bias of uniform expansion.
     """
 
     name = "partition_then_transform"
 
-    def __init__(self, partition: str = "dawa", epsilon_split: float = 0.5, exact: bool = False):
+    def __init__(self, partition: str = "dawa", epsilon_split: float | None = None, estimator: LinearMechanism | None = None):
         if partition not in PARTITIONS:
             raise ValueError(f"partition must be one of {PARTITIONS}, got {partition!r}")
         self.partition = partition
-        self.epsilon_split = check_real(epsilon_split, "epsilon_split", 0, 1, exclusive=True)
-        self.exact = bool(exact)
+        self.epsilon_split = None if epsilon_split is None else check_real(epsilon_split, "epsilon_split", 0, 1, exclusive=True)
+        if estimator is not None and not isinstance(estimator, LinearMechanism):
+            raise TypeError(f"estimator must be a LinearMechanism or None, got {type(estimator).__name__}")
+        self.estimator = estimator
+
+    def split(self, workload: Workload, policy: Policy) -> float:
+        """ε₁/ε for ``workload`` under ``policy``: the given share, else the rule above."""
+        if self.epsilon_split is not None:
+            return self.epsilon_split
+        gain = self._cache("lumping gain").get(workload, IdentityCache).get(policy, lambda: lumping_gain(workload, policy))
+        return DEFAULT_SPLIT if gain >= MIN_LUMPING_GAIN else 0.0
 
     def _labels(self, x: np.ndarray, policy: Policy, eps1: float, eps2: float, gen) -> np.ndarray:
         if self.partition == "dawa":
-            return dawa_partition(x, eps1 / 2, eps2, gen, exact=self.exact)
+            return dawa_partition(x, eps1 / 2, eps2, gen, penalty=BUCKET_PRICE)
         if self.partition == "matching":
             return matching_partition(x, eps1 / 2, eps2, gen)
         return noisy_pairing_partition(x, policy, eps1, eps2, gen)
@@ -58,23 +96,61 @@ class PartitionThenTransform(NativeMechanism):
         x = check_histogram(x, policy.shape)
         epsilon = check_epsilon(epsilon)
         gen = check_rng(rng)
-        eps1 = self.epsilon_split * epsilon
+        eps1 = self.split(workload, policy) * epsilon
         eps2 = epsilon - eps1
-        labels = self._labels(x, policy, eps1, eps2, gen)
-        sizes = np.bincount(labels)
-        quotient = quotient_policy(policy, labels)
-        totals = np.bincount(labels, weights=x).astype(np.int64)
-        inner = answer(identity(sizes.size), totals, quotient, eps2, "identity", rng=gen)
-        estimate = inner.answers[labels] / sizes[labels]
-        last_cell = np.zeros(sizes.size, dtype=np.int64)
+        if eps1 > 0:
+            labels = self._labels(x, policy, eps1, eps2, gen)
+            reduced, quotient = BucketWorkload(workload, labels), quotient_policy(policy, labels)
+            totals = np.bincount(labels, weights=x).astype(np.int64)
+        else:  # no partition: every cell its own bucket
+            labels, reduced, quotient, totals = np.arange(x.size), workload, policy, x
+        if self.estimator is None:
+            if eps1 > 0:
+                estimator, chosen = best_plan(reduced, quotient)
+            else:  # depends on (W, G) only: planned once
+                estimator, chosen = self._cache("plan").get(workload, IdentityCache).get(policy, lambda: best_plan(workload, policy))
+            tree = chosen.tree if chosen.route == "transform" and chosen.tree is not quotient else None
+            inner = answer(reduced, totals, quotient, eps2, estimator, rng=gen, route=chosen.route, tree=tree)
+        else:
+            inner = answer(reduced, totals, quotient, eps2, self.estimator, rng=gen)
+        last_cell = np.zeros(quotient.size, dtype=np.int64)
         np.maximum.at(last_cell, labels, np.arange(labels.size))
         disclosed = {int(last_cell[b]): total for b, total in inner.component_totals.items()}
         return NativeRelease(
-            np.asarray(workload.matvec(estimate), dtype=np.float64),
+            np.asarray(inner.answers, dtype=np.float64),
             sensitivity={"buckets": inner.sensitivity},
             noise_scale={"buckets": inner.noise_scale},
             component_totals=disclosed,
         )
 
     def __repr__(self) -> str:
-        return f"PartitionThenTransform(partition={self.partition!r}, epsilon_split={self.epsilon_split}, exact={self.exact})"
+        return (f"PartitionThenTransform(partition={self.partition!r}, epsilon_split={self.epsilon_split}, "
+                f"estimator={self.estimator!r})")
+
+
+DEFAULT_SPLIT = 0.25
+
+
+def best_plan(workload: Workload, policy: Policy):
+    """(mechanism, candidate): the strategy of :data:`BUCKET_STRATEGIES` and the route with the
+    lowest analytic error for ``workload`` under ``policy``, judged on at most
+    :data:`PROBE_QUERIES` evenly spaced queries (ε does not change the order)."""
+    from ..release import plan
+    from . import get_mechanism
+
+    probe = evenly_spaced_queries(workload, PROBE_QUERIES)
+    mechanisms = [get_mechanism(cls.name) for cls in BUCKET_STRATEGIES]  # shared: their caches persist
+    options = [(mechanism, plan(probe, policy, 1.0, mechanism).chosen) for mechanism in mechanisms]
+    return min(options, key=lambda option: np.inf if option[1].expected_mse is None else option[1].expected_mse)
+
+
+def lumping_gain(workload: Workload, policy: Policy) -> float:
+    """Analytic error of ``workload`` under ``policy`` over that of the same queries on blocks of
+    :data:`LUMPING_BLOCK` consecutive cells spread evenly (under the quotient policy), each with the
+    best of :data:`BUCKET_STRATEGIES`: how much noise buckets could remove, bias aside."""
+    labels = np.arange(policy.size) // LUMPING_BLOCK
+    full = best_plan(workload, policy)[1].expected_mse
+    lumped = best_plan(BucketWorkload(workload, labels), quotient_policy(policy, labels))[1].expected_mse
+    if full is None or lumped is None:
+        return 1.0
+    return np.inf if lumped == 0 else full / lumped

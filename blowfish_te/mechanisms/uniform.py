@@ -21,6 +21,7 @@ class Uniform(Mechanism):
     """
 
     name = "uniform"
+    models_records = True
 
     def run(self, workload: Workload, x, epsilon: float, rng: RNGLike = None) -> np.ndarray:
         workload = as_workload(workload)

@@ -23,9 +23,11 @@ Either way the resulting strategy's error is computed exactly afterwards (least 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._validation import check_int
 from ..workloads import Workload, as_workload
+from ..workloads.base import CHUNK_ENTRIES
 from .hierarchy import Hierarchy, TreeStrategy
 
 #: GreedyH works with the dense Gram matrix WᵀW: K² entries.
@@ -33,7 +35,11 @@ MAX_GREEDY_CELLS = 16384
 
 
 def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, rule: str = "dawa") -> TreeStrategy:
-    """The GreedyH strategy for ``workload``: a ``branching``-ary hierarchy with greedy weights."""
+    """The GreedyH strategy for ``workload``: a ``branching``-ary hierarchy with greedy weights.
+
+    The nodes of one level are independent given their children, so each level is one batch of
+    array operations (its products with WᵀW in blocks of nodes, at most ``CHUNK_ENTRIES`` numbers).
+    """
     if rule not in ("dawa", "exact"):
         raise ValueError(f"rule must be 'dawa' or 'exact', got {rule!r}")
     workload = as_workload(workload)
@@ -44,8 +50,6 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
         raise ValueError(f"GreedyH needs the dense Gram matrix; domains up to {MAX_GREEDY_CELLS} cells, got {k}")
     h = Hierarchy(workload.domain, branching)
     gram = workload.gram_matrix(max_entries=k * k)
-    cells = np.arange(k).reshape(workload.domain)
-    one_d = len(workload.domain) == 1  # boxes are contiguous index ranges
     v = np.zeros(k)
     kk = np.zeros(h.num_nodes)
     score = np.zeros(h.num_nodes)
@@ -53,32 +57,39 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
     share = np.ones(h.num_nodes)  # p: the part passed down to the children
     p_grid = 1.0 - np.arange(grid) / grid
     c_grid = (1.0 - p_grid) ** 2
-    for level in range(h.height - 1, -1, -1):
+    for level, owner in reversed(list(enumerate(_owners(h)))):
+        nodes = np.arange(h.level_starts[level], h.level_starts[level + 1])
+        covered = np.flatnonzero(owner >= 0)
+        leaves = nodes[h.is_leaf[nodes]]
+        cells = np.ravel_multi_index(tuple(h.lo[leaves].T), h.domain)
+        v[cells] = 1.0
+        kk[leaves] = 1.0
+        score[leaves] = spread[leaves] = (gram[:, cells] ** 2).sum(axis=0) if rule == "dawa" else gram[cells, cells]
+        inner = nodes[~h.is_leaf[nodes]]
+        if inner.size == 0:
+            continue
+        local = np.full(h.num_nodes, -1)
+        local[inner] = np.arange(inner.size)
+        inside = covered[local[owner[covered]] >= 0]
+        column = local[owner[inside]]
+        m, own = _images(gram, v, inside, column, inner.size, rule)
+        gather = h._gather[level]
+        offset = h.level_starts[level]
+        total_s = (gather @ score[h.level(level + 1)])[inner - offset]
+        total_k = (gather @ kk[h.level(level + 1)])[inner - offset]
         discount = branching ** (-level / 2) if rule == "dawa" else 1.0
-        for n in range(h.level_starts[level], h.level_starts[level + 1]):
-            box = cells[tuple(slice(a, b + 1) for a, b in zip(h.lo[n], h.hi[n]))].reshape(-1)
-            columns = gram[:, box[0] : box[-1] + 1] if one_d else gram[:, box]
-            if h.is_leaf[n]:
-                v[box] = 1.0
-                kk[n] = 1.0
-                score[n] = spread[n] = float(columns[:, 0] @ columns[:, 0]) if rule == "dawa" else gram[box[0], box[0]]
-                continue
-            children = _children(h, n, level)
-            block = v[box]
-            total_s, total_k = score[children].sum(), kk[children].sum()
-            if rule == "dawa":
-                image = columns @ block
-                m = float(image @ image)
-                weight = discount * (discount * (m - spread[children].sum()) + spread[children].sum())
-            else:
-                m = weight = float(block @ columns[box[0] : box[-1] + 1] @ block) if one_d else float(block @ gram[np.ix_(box, box)] @ block)
-            values = (total_s - c_grid * weight / (p_grid**2 + discount * c_grid * total_k)) / p_grid**2
-            j = int(np.argmin(values))
-            denom = p_grid[j] ** 2 + c_grid[j] * total_k  # the exact Sherman–Morrison update
-            share[n], score[n] = p_grid[j], values[j]
-            v[box] = block / denom
-            kk[n] = total_k / denom
-            spread[n] = m / denom**2
+        if rule == "dawa":
+            kids = (gather @ spread[h.level(level + 1)])[inner - offset]
+            weight = discount * (discount * (m - kids) + kids)
+        else:
+            m = weight = own
+        values = (total_s[:, None] - c_grid * weight[:, None] / (p_grid**2 + discount * c_grid * total_k[:, None])) / p_grid**2
+        j = np.argmin(values, axis=1)
+        denom = p_grid[j] ** 2 + c_grid[j] * total_k  # the exact Sherman–Morrison update
+        share[inner], score[inner] = p_grid[j], values[np.arange(inner.size), j]
+        v[inside] /= denom[column]
+        kk[inner] = total_k / denom
+        spread[inner] = m / denom**2
     # path products: a node's subtree carries the product of its ancestors' shares
     scale = np.ones(h.num_nodes)
     for level in range(1, h.height):
@@ -90,9 +101,36 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
     return strategy
 
 
-def _children(h: Hierarchy, node: int, level: int) -> np.ndarray:
-    """Children of ``node``: a run of the next level, which is sorted by parent."""
-    kids = h.level(level + 1)
-    first = np.searchsorted(h.parent[kids], node, side="left")
-    last = np.searchsorted(h.parent[kids], node, side="right")
-    return np.arange(kids.start + first, kids.start + last)
+def _owners(h: Hierarchy) -> list[np.ndarray]:
+    """Per level, the node of that level whose box holds each cell (-1 where a shallower leaf does)."""
+    owners = []
+    node = h.leaf_of_cell.copy()
+    depth = h.depth[node]
+    for level in range(h.height - 1, -1, -1):
+        owner = np.where(depth == level, node, -1)
+        owners.append(owner)
+        up = depth == level
+        node[up & (level > 0)] = h.parent[node[up & (level > 0)]]
+        depth[up] -= 1
+    return owners[::-1]
+
+
+def _images(gram: np.ndarray, v: np.ndarray, cells: np.ndarray, column: np.ndarray, count: int, rule: str):
+    """Per node j: m_j = ‖C v_j‖² and own_j = v_jᵀ C v_j, v_j = v on node j's cells (else 0)."""
+    m = np.zeros(count)
+    own = np.zeros(count)
+    order = np.argsort(column, kind="stable")
+    cells, column = cells[order], column[order]
+    bounds = np.searchsorted(column, np.arange(count + 1))
+    step = max(1, CHUNK_ENTRIES // max(gram.shape[0], 1))
+    for first in range(0, count, step):
+        last = min(first + step, count)
+        span = slice(bounds[first], bounds[last])
+        block = sp.csr_array((v[cells[span]], (cells[span], column[span] - first)), shape=(gram.shape[0], last - first))
+        image = np.asarray((block.T @ gram).T)  # C v_j for the nodes of this block (C is symmetric)
+        if rule == "dawa":
+            m[first:last] = (image**2).sum(axis=0)
+        else:
+            own[first:last] = np.bincount(column[span] - first, weights=v[cells[span]] * image[cells[span], column[span] - first],
+                                          minlength=last - first)
+    return m, own

@@ -26,6 +26,7 @@ from .base import Workload
 from .boxes import Boxes
 from .buckets import BucketWorkload
 from .matrix import MatrixWorkload
+from .rows import QueryRows
 
 __all__ = [
     "Workload",
@@ -33,6 +34,7 @@ __all__ = [
     "AllRanges",
     "MatrixWorkload",
     "BucketWorkload",
+    "QueryRows",
     "identity",
     "prefix",
     "all_ranges",
@@ -42,6 +44,7 @@ __all__ = [
     "random_rects",
     "marginals",
     "from_matrix",
+    "evenly_spaced_queries",
     "as_workload",
 ]
 
@@ -144,6 +147,15 @@ def marginals(shape, axes=None) -> Boxes:
 def from_matrix(matrix, domain=None) -> MatrixWorkload:
     """A workload from an explicit dense or sparse (m × K) matrix."""
     return MatrixWorkload(matrix, domain=domain)
+
+
+def evenly_spaced_queries(workload: Workload, count: int) -> QueryRows:
+    """At most ``count`` of the workload's queries, evenly spaced over its rows (first and last
+    included): a fixed, data-independent probe of a large workload."""
+    workload = as_workload(workload)
+    count = check_int(count, "count", minimum=1)
+    m = workload.num_queries
+    return QueryRows(workload, np.unique(np.linspace(0, m - 1, min(count, m)).round().astype(np.int64)))
 
 
 def as_workload(workload, name: str = "workload") -> Workload:
