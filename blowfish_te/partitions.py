@@ -62,14 +62,14 @@ def median_deviations(x, length: int) -> np.ndarray:
 
 def _window_deviations(x: np.ndarray, sums: RangeSmallestSums, lengths) -> dict[int, np.ndarray]:
     """{length: dev of the window of that length at every start}, exact integers."""
+    return {n: _deviations(x, sums, np.arange(x.size - n + 1), np.arange(n, x.size + 1)) for n in lengths}
+
+
+def _deviations(x: np.ndarray, sums: RangeSmallestSums, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """dev of every interval [lo, hi): the sum of its upper half minus that of its lower half."""
     cumulative = np.concatenate([[0], np.cumsum(x, dtype=np.int64)])
-    devs = {}
-    for length in lengths:
-        lo = np.arange(x.size - length + 1)
-        half = np.full(lo.size, length // 2)
-        upper = cumulative[lo + length] - cumulative[lo] - sums.smallest_sums(lo, lo + length, length - half)
-        devs[length] = upper - sums.smallest_sums(lo, lo + length, half)
-    return devs
+    half = (hi - lo) // 2
+    return cumulative[hi] - cumulative[lo] - sums.smallest_sums(lo, hi, hi - lo - half) - sums.smallest_sums(lo, hi, half)
 
 
 def _ordered_counts(x) -> np.ndarray:
@@ -96,29 +96,35 @@ def _report_noisy_min_scores(values: np.ndarray, delta: float, epsilon: float, g
 
 
 def _default_max_length(k: int) -> int:
-    """K/16 (at least min(K, 16)), rounded down to a power of two."""
-    return 1 << (max(k // 16, min(k, 16)).bit_length() - 1)
+    """K/32 (at least min(K, 16)), rounded down to a power of two."""
+    return 1 << (max(k // 32, min(k, 16)).bit_length() - 1)
 
 
 def dawa_partition(
-    x, epsilon: float, epsilon2: float, rng: RNGLike = None, *, penalty: float = 1.0, max_length: int | None = None
+    x, epsilon: float, epsilon2: float, rng: RNGLike = None, *, penalty: float = 1.0, guard: float = 1.0,
+    max_length: int | None = None,
 ) -> np.ndarray:
     """A private partition of an ordered domain into intervals, in the spirit of DAWA's first step
     (Li, Hay, Miklau, Wang, PVLDB 2014), whose buckets follow the data rather than the noise.
 
     Candidates are *pieces*: an interval [a, a + L) of dyadic length L at any start, cut into L/l
     buckets of dyadic length l (l = L: one bucket; l = 1: single cells), with l <= ``max_length``
-    (default K/16). A piece scores
+    (default K/32); and the pieces [a, K) and [0, b) that reach an end of the domain, of any
+    length, cut into buckets of l from their inner end with the rest as one shorter bucket at the
+    domain's end (or whole, when short enough), so that isolating a structure next to an end of
+    the domain (a spike at value 0, common in real data) does not cost a dyadic tiling of the
+    rest. A piece with buckets b scores
 
-        Σ_{its buckets} dev(b) + (L/l)·λ + guard + noise,   λ = ``penalty``/ε₂,
+        Σ_b dev(b) + (#buckets)·λ + guard + noise,   λ = ``penalty``/ε₂,
 
     and the released partition is the tiling of [0, K) by pieces with the least total score
     (dynamic program over right ends; ties go to longer pieces, then to fewer buckets).
 
     - λ is DAWA's per-bucket price of measuring a total at ε₂ (``penalty`` = 1 for histograms).
-    - The guard (:data:`BUCKET_GUARD`, or for a run of 2^j buckets :data:`RUN_GUARD` +
-      j·:data:`RUN_DOUBLING`, times 2/ε) is a data-independent price per piece. Minimising a sum of zero-mean noisy scores favours many pieces whose noise
-      happens to be negative; without a guard, flat regions break into thousands of spurious
+    - The guard (:data:`BUCKET_GUARD` for one bucket, for a run of n buckets :data:`RUN_GUARD` +
+      log2(n)·:data:`RUN_DOUBLING`, times ``guard``·2/ε) is a data-independent price per piece.
+      Minimising a sum of zero-mean noisy scores favours many pieces whose noise happens to be
+      negative; without a guard, flat regions break into thousands of spurious
       buckets. A guard near the extreme noise over the alternatives removes this, and because a
       dense region is covered by a few long runs of short buckets, the guard is paid once per
       run rather than once per bucket, so dense data keeps its fine buckets.
@@ -140,36 +146,91 @@ def dawa_partition(
     x = _ordered_counts(x)
     epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
     penalty = check_real(penalty, "penalty", minimum=0)
+    guard = check_real(guard, "guard", minimum=0)
     k = x.size
     if k > MAX_DAWA:
         raise ValueError(f"dawa_partition handles up to {MAX_DAWA} cells, got {k}")
     max_length = _default_max_length(k) if max_length is None else check_int(max_length, "max_length", minimum=1)
     gen = check_rng(rng)
+    sums = RangeSmallestSums(x)
     lengths = [1 << j for j in range(k.bit_length())]
-    sub_lengths = [n for n in lengths if n <= max_length]
-    devs = _window_deviations(x, RangeSmallestSums(x), sub_lengths)
-    strided = {n: _strided_suffix_sums(devs[n], n) for n in sub_lengths}
-    price, unit = penalty / epsilon2, 2.0 / epsilon
-    scores, cuts = {}, {}
-    for length in lengths:
+    subs = [n for n in lengths if n <= max_length]
+    devs = _window_deviations(x, sums, subs)
+    ends = np.arange(1, min(max_length, k) + 1)  # dev of the first and of the last r cells
+    head = np.concatenate([[0], _deviations(x, sums, np.zeros(ends.size, dtype=np.int64), ends)])
+    tail = np.concatenate([[0], _deviations(x, sums, k - ends, np.full(ends.size, k))])
+    piece = _PieceScores(epsilon, penalty / epsilon2, guard * 2.0 / epsilon, gen)
+    for length in lengths:  # dyadic pieces at every start
         starts = np.arange(k - length + 1)
-        best = np.full(starts.size, np.inf)
-        cut = np.zeros(starts.size, dtype=np.int64)
-        for sub in reversed([n for n in sub_lengths if n <= length]):  # fewest buckets first
-            data = strided[sub][starts] - strided[sub][starts + length] if sub > 1 else np.zeros(starts.size)
-            guard = (BUCKET_GUARD if sub == length else RUN_GUARD + RUN_DOUBLING * math.log2(length // sub)) * unit
-            noisy = _report_noisy_min_scores(data + (length // sub) * price + guard, 2.0 if sub > 1 else 1.0, epsilon, gen)
-            better = noisy < best
-            best[better], cut[better] = noisy[better], sub
-        scores[length], cuts[length] = best, cut
+        for sub in reversed([n for n in subs if n <= length]):  # fewest buckets first
+            data = _run_sums(devs[sub], sub, starts, length // sub) if sub > 1 else np.zeros(starts.size)
+            piece.offer(("at", length), starts.size, starts, sub, data, np.full(starts.size, length // sub))
+    # pieces reaching an end of the domain, of any length: a run aligned at its inner end, the
+    # part left over as one shorter bucket at the domain's end (so that a structure at either
+    # end does not cost a dyadic tiling of the rest)
+    cut_at = np.arange(k)  # the piece [a, k), or [0, k - a)
+    length = k - cut_at
+    for sub in subs:
+        runs = length > sub  # at least two buckets
+        a = cut_at[runs]
+        full, rest = length[runs] // sub, length[runs] % sub
+        if sub > 1:
+            after = _run_sums(devs[sub], sub, a, full) + tail[rest]  # [a, k), runs from a
+            before = _run_sums(devs[sub][::-1], sub, a, full) + head[rest]  # [0, k - a) mirrored
+        else:
+            after = before = np.zeros(a.size)
+        count = full + (rest > 0)
+        piece.offer(("suffix",), k, a, sub, after, count)
+        piece.offer(("prefix",), k, a, sub, before, count)
+    fits = length <= max_length  # the whole end piece as one bucket
+    one = np.ones(int(fits.sum()), dtype=np.int64)
+    piece.offer(("suffix",), k, cut_at[fits], 0, tail[length[fits]], one)
+    piece.offer(("prefix",), k, cut_at[fits], 0, head[length[fits]], one)
+    scores = {n: piece.best[("at", n)] for n in lengths}
+    tiling = _best_tiling(scores, prefix=piece.best[("prefix",)][::-1], suffix=piece.best[("suffix",)])
     labels = np.empty(k, dtype=np.int64)
     bucket = 0
-    for start, length in _best_tiling(scores):
-        sub = int(cuts[length][start])
-        for first in range(start, start + length, sub):
-            labels[first : first + sub] = bucket
+    for kind, start, stop in tiling:
+        key = ("at", stop - start) if kind == "at" else (kind,)
+        index = start if kind != "prefix" else k - stop
+        sub = int(piece.cut[key][index]) or stop - start
+        edges = range(start, stop, sub) if kind != "prefix" else range(stop - sub * ((stop - start) // sub), stop, sub)
+        bounds = sorted({start, stop, *edges})
+        for first, last in zip(bounds[:-1], bounds[1:]):
+            labels[first:last] = bucket
             bucket += 1
     return labels
+
+
+class _PieceScores:
+    """The least noisy score at each slot (a kind of piece and its position) over the slot's ways
+    of cutting it into buckets, and the cut that achieved it (0: the whole piece as one bucket)."""
+
+    def __init__(self, epsilon: float, price: float, unit: float, gen):
+        self.epsilon, self.price, self.unit, self.gen = epsilon, price, unit, gen
+        self.best, self.cut = {}, {}
+
+    def offer(self, key, size: int, slots: np.ndarray, sub: int, data: np.ndarray, buckets: np.ndarray):
+        """Score the pieces at ``slots`` (of ``size`` for this key) cut into ``buckets`` buckets of
+        ``sub`` cells (0: one bucket of any length)."""
+        if key not in self.best:
+            self.best[key] = np.full(size, np.inf)
+            self.cut[key] = np.zeros(size, dtype=np.int64)
+        if slots.size == 0:
+            return
+        extra = np.where(buckets == 1, BUCKET_GUARD, RUN_GUARD + RUN_DOUBLING * np.log2(buckets)) * self.unit
+        delta = 1.0 if sub == 1 else 2.0  # buckets of single cells have no data term
+        noisy = _report_noisy_min_scores(data + buckets * self.price + extra, delta, self.epsilon, self.gen)
+        best = self.best[key]
+        better = noisy < best[slots]
+        best[slots[better]] = noisy[better]
+        self.cut[key][slots[better]] = sub
+
+
+def _run_sums(devs: np.ndarray, step: int, starts: np.ndarray, count: np.ndarray | int) -> np.ndarray:
+    """Σ_{j < count} devs[a + j·step] for each start a (the buckets of a run of that many)."""
+    strided = _strided_suffix_sums(devs, step)
+    return strided[starts] - strided[starts + np.asarray(count) * step]
 
 
 def _strided_suffix_sums(values: np.ndarray, step: int) -> np.ndarray:
@@ -188,18 +249,22 @@ def best_interval_partition(scores: dict) -> np.ndarray:
     length 1 must be present, so that a partition exists."""
     scores = _check_scores(scores)
     labels = np.empty(scores[1].size, dtype=np.int64)
-    for bucket, (start, length) in enumerate(_best_tiling(scores)):
-        labels[start : start + length] = bucket
+    for bucket, (_, start, stop) in enumerate(_best_tiling(scores)):
+        labels[start:stop] = bucket
     return labels
 
 
-def _best_tiling(scores: dict[int, np.ndarray]) -> list[tuple[int, int]]:
-    """(start, length) of the intervals of the least-score tiling, left to right."""
+def _best_tiling(scores: dict[int, np.ndarray], prefix: np.ndarray | None = None, suffix: np.ndarray | None = None):
+    """(kind, start, stop) of the pieces of the least-score tiling of [0, K), left to right:
+    ``"at"`` scored by ``scores[stop - start][start]``, ``"prefix"`` (the piece [0, stop)) by
+    ``prefix[stop - 1]`` and ``"suffix"`` (the piece [start, K)) by ``suffix[start]``. Ties go to
+    the longer piece of ``scores``; a prefix or suffix piece must win strictly."""
     k = scores[1].size
     lengths = sorted(scores)
     columns = [scores[n].tolist() for n in lengths]
+    first = prefix.tolist() if prefix is not None else [math.inf] * k
     best = [0.0] * (k + 1)  # best[end]: cells 0..end-1 covered
-    choice = [1] * (k + 1)
+    choice = [1] * (k + 1)  # the length of the last piece; 0: the prefix piece [0, end)
     for end in range(1, k + 1):
         value, pick = math.inf, 1
         for n, column in zip(lengths, columns):
@@ -208,11 +273,20 @@ def _best_tiling(scores: dict[int, np.ndarray]) -> list[tuple[int, int]]:
             candidate = best[end - n] + column[end - n]
             if candidate <= value:  # ascending lengths: ties go to the longer
                 value, pick = candidate, n
+        if first[end - 1] < value:
+            value, pick = first[end - 1], 0
         best[end], choice[end] = value, pick
     tiling, end = [], k
+    if suffix is not None:
+        totals = np.asarray(best[:k]) + suffix
+        start = int(np.argmin(totals))
+        if totals[start] < best[k]:
+            tiling.append(("suffix", start, k))
+            end = start
     while end > 0:
-        tiling.append((end - choice[end], choice[end]))
-        end -= choice[end]
+        n = choice[end]
+        tiling.append(("prefix", 0, end) if n == 0 else ("at", end - n, end))
+        end -= end if n == 0 else n
     return tiling[::-1]
 
 

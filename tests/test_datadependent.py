@@ -96,47 +96,64 @@ def test_best_interval_partition_finds_the_least_score(seed):
     assert (np.diff(labels) >= 0).all() and (np.diff(labels) <= 1).all()  # intervals in order
 
 
-def _piece_tilings(start, k):
-    """Every tiling of [start, k) by pieces (a, L, l): dyadic L at any start, cut into L/l buckets."""
+def _pieces(k, cap):
+    """Every candidate piece as its list of buckets: dyadic length L at any start cut into L/l
+    buckets of length l <= cap; and the pieces reaching either end of the domain, of any length,
+    cut into buckets of l from their inner end (the rest one bucket at the domain's end), or
+    whole when they fit under the cap."""
+    subs = [1 << j for j in range(cap.bit_length()) if 1 << j <= cap]
+    out = []
+    for length in (1 << j for j in range(k.bit_length())):
+        for start in range(k - length + 1):
+            out += [[(a, a + sub) for a in range(start, start + length, sub)] for sub in subs if sub <= length]
+    for cut in range(k):
+        for sub in subs:
+            out.append([(a, min(a + sub, k)) for a in range(cut, k, sub)])  # [cut, k)
+            stop = k - cut
+            out.append(sorted((max(b - sub, 0), b) for b in range(stop, 0, -sub)))  # [0, stop)
+        if k - cut <= cap:
+            out += [[(cut, k)], [(0, k - cut)]]
+    return out
+
+
+def _piece_tilings(pieces, start, k):
     if start == k:
         yield []
         return
-    length = 1
-    while start + length <= k:
-        for sub in (1 << j for j in range(length.bit_length())):
-            for rest in _piece_tilings(start + length, k):
-                yield [(start, length, sub)] + rest
-        length *= 2
+    for piece in pieces:
+        if piece[0][0] == start:
+            for rest in _piece_tilings(pieces, piece[-1][1], k):
+                yield [piece] + rest
 
 
 def _piece_score(x, piece, epsilon, price):
-    start, length, sub = piece
-    buckets = [x[a : a + sub] for a in range(start, start + length, sub)]
-    data = sum(np.abs(b - np.median(b)).sum() for b in buckets)
-    guard = BUCKET_GUARD if sub == length else RUN_GUARD + RUN_DOUBLING * math.log2(length // sub)
-    return data + len(buckets) * price + guard * 2 / epsilon
+    data = sum(np.abs(x[a:b] - np.median(x[a:b])).sum() for a, b in piece)
+    if len(piece) == 1:
+        guard = BUCKET_GUARD
+    else:
+        guard = RUN_GUARD + RUN_DOUBLING * math.log2(len(piece))
+    return data + len(piece) * price + guard * 2 / epsilon
 
 
 def _labels_of(tiling, k):
-    labels, bucket = np.empty(k, dtype=np.int64), 0
-    for start, length, sub in tiling:
-        for a in range(start, start + length, sub):
-            labels[a : a + sub] = bucket
-            bucket += 1
+    labels = np.empty(k, dtype=np.int64)
+    for bucket, (a, b) in enumerate(bounds for piece in tiling for bounds in piece):
+        labels[a:b] = bucket
     return labels
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_dawa_partition_without_noise_is_the_least_score_tiling(monkeypatch, seed):
     """With the noise switched off, the dynamic program returns the partition of a least-score
-    tiling, every piece scored as the docstring says (brute force over all tilings of 8 cells)."""
+    tiling, every piece scored as the docstring says (brute force over all tilings of 7 cells)."""
     monkeypatch.setattr(partitions, "_report_noisy_min_scores", lambda values, delta, epsilon, gen: values)
-    x = np.random.default_rng(seed).integers(0, 30, 8)
+    x = np.random.default_rng(seed).integers(0, 30, 7)
     epsilon, epsilon2 = 7.0, 0.05 * (seed + 1)
-    labels = dawa_partition(x, epsilon, epsilon2, rng=0, max_length=8)
-    scored = [(sum(_piece_score(x, p, epsilon, 1 / epsilon2) for p in t), t) for t in _piece_tilings(0, 8)]
+    labels = dawa_partition(x, epsilon, epsilon2, rng=0, max_length=4)
+    pieces = _pieces(7, 4)
+    scored = [(sum(_piece_score(x, p, epsilon, 1 / epsilon2) for p in t), t) for t in _piece_tilings(pieces, 0, 7)]
     best = min(score for score, _ in scored)
-    ours = min(score for score, t in scored if np.array_equal(_labels_of(t, 8), labels))
+    ours = min(score for score, t in scored if np.array_equal(_labels_of(t, 7), labels))
     assert ours == pytest.approx(best)
 
 
@@ -145,14 +162,14 @@ def test_dawa_partition_without_noise_is_the_least_score_tiling(monkeypatch, see
 
 def test_flat_data_gives_few_buckets_and_steps_are_found():
     k = 1024
-    for seed in range(5):  # the cap K/16 = 64 leaves at least 16 buckets; unguarded, about 600
-        assert dawa_partition(np.zeros(k, dtype=int), 0.05, 0.1, rng=seed).max() + 1 <= 40
+    for seed in range(5):  # the cap K/32 = 32 leaves at least 32 buckets; unguarded, about 600
+        assert dawa_partition(np.zeros(k, dtype=int), 0.05, 0.1, rng=seed).max() + 1 <= 48
     steps = np.repeat([0, 300, 40, 300, 0], [300, 100, 200, 124, 300])
     for seed in range(3):
         labels = dawa_partition(steps, 0.5, 1.0, rng=seed)
         cuts = set(np.flatnonzero(np.diff(labels)) + 1)
         assert {300, 400, 600, 724} <= cuts  # every step is a bucket boundary
-        assert labels.max() + 1 <= 128  # at least 18: no bucket is longer than K/16 = 64
+        assert labels.max() + 1 <= 128  # at least 35: no bucket is longer than K/32 = 32
         fitted = (np.bincount(labels, weights=steps) / np.bincount(labels))[labels]
         assert np.array_equal(fitted, steps)  # no bucket straddles a step
 
