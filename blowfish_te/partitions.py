@@ -156,6 +156,8 @@ def dawa_partition(
     lengths = [1 << j for j in range(k.bit_length())]
     subs = [n for n in lengths if n <= max_length]
     devs = _window_deviations(x, sums, subs)
+    forward = {n: _strided_suffix_sums(devs[n], n) for n in subs}  # runs from a start
+    backward = {n: _strided_suffix_sums(devs[n][::-1], n) for n in subs}  # mirrored: runs to an end
     ends = np.arange(1, min(max_length, k) + 1)  # dev of the first and of the last r cells
     head = np.concatenate([[0], _deviations(x, sums, np.zeros(ends.size, dtype=np.int64), ends)])
     tail = np.concatenate([[0], _deviations(x, sums, k - ends, np.full(ends.size, k))])
@@ -163,7 +165,7 @@ def dawa_partition(
     for length in lengths:  # dyadic pieces at every start
         starts = np.arange(k - length + 1)
         for sub in reversed([n for n in subs if n <= length]):  # fewest buckets first
-            data = _run_sums(devs[sub], sub, starts, length // sub) if sub > 1 else np.zeros(starts.size)
+            data = _run_sums(forward[sub], sub, starts, length // sub) if sub > 1 else np.zeros(starts.size)
             piece.offer(("at", length), starts.size, starts, sub, data, np.full(starts.size, length // sub))
     # pieces reaching an end of the domain, of any length: a run aligned at its inner end, the
     # part left over as one shorter bucket at the domain's end (so that a structure at either
@@ -175,8 +177,8 @@ def dawa_partition(
         a = cut_at[runs]
         full, rest = length[runs] // sub, length[runs] % sub
         if sub > 1:
-            after = _run_sums(devs[sub], sub, a, full) + tail[rest]  # [a, k), runs from a
-            before = _run_sums(devs[sub][::-1], sub, a, full) + head[rest]  # [0, k - a) mirrored
+            after = _run_sums(forward[sub], sub, a, full) + tail[rest]  # [a, k), runs from a
+            before = _run_sums(backward[sub], sub, a, full) + head[rest]  # [0, k - a), mirrored
         else:
             after = before = np.zeros(a.size)
         count = full + (rest > 0)
@@ -227,9 +229,9 @@ class _PieceScores:
         self.cut[key][slots[better]] = sub
 
 
-def _run_sums(devs: np.ndarray, step: int, starts: np.ndarray, count: np.ndarray | int) -> np.ndarray:
-    """Σ_{j < count} devs[a + j·step] for each start a (the buckets of a run of that many)."""
-    strided = _strided_suffix_sums(devs, step)
+def _run_sums(strided: np.ndarray, step: int, starts: np.ndarray, count) -> np.ndarray:
+    """Σ_{j < count} devs[a + j·step] for each start a (the buckets of a run of ``count``), from
+    the strided suffix sums of the devs (:func:`_strided_suffix_sums`)."""
     return strided[starts] - strided[starts + np.asarray(count) * step]
 
 

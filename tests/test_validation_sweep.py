@@ -439,6 +439,8 @@ for fn, base in ((partitions.dawa_partition, DAWA_ARGS), (partitions.matching_pa
     case(f"{name}(rng)", lambda v, f=fn, b=base: f(**{**b, "rng": v}), "rng", bad_rngs(), 0)
 case("dawa_partition(penalty)", lambda v: partitions.dawa_partition(**{**DAWA_ARGS, "penalty": v}), "penalty",
      st.sampled_from([-1.0, NAN, INF, "a", None]), 2.0)
+case("dawa_partition(guard)", lambda v: partitions.dawa_partition(**{**DAWA_ARGS, "guard": v}), "guard",
+     st.sampled_from([-1.0, NAN, INF, "a", None]), 2.0)
 case("dawa_partition(max_length)", lambda v: partitions.dawa_partition(**{**DAWA_ARGS, "max_length": v}), "max_length",
      but_none(bad_ints(1)), 2)
 case("noisy_pairing_partition(policy)", lambda v: partitions.noisy_pairing_partition(X, v, 1.0, 1.0, rng=0), "policy",

@@ -26,10 +26,9 @@ PROBE_QUERIES = 256
 #: is the difference of two Laplace(1/ε₂) cumulative counts, of standard deviation 2/ε₂. (Their mean
 #: absolute value, 1.5/ε₂, let more spurious single cells through at ε = 0.001 on the seed's Fig. 4.)
 BUCKET_PRICE = 2.0
-PIECE_GUARD = 1.0
-#: The partition is used only when merging the cells in blocks of ``LUMPING_BLOCK`` would cut the
-#: workload's analytic error under the policy at least ``MIN_LUMPING_GAIN`` times.
-LUMPING_BLOCK, MIN_LUMPING_GAIN = 2, 2.0
+#: The partition is used (with this share of ε) only when merging the cells in blocks of
+#: ``LUMPING_BLOCK`` would cut the workload's analytic error under the policy ``MIN_LUMPING_GAIN`` times.
+DEFAULT_SPLIT, LUMPING_BLOCK, MIN_LUMPING_GAIN = 0.25, 2, 2.0
 
 
 class PartitionThenTransform(NativeMechanism):
@@ -57,8 +56,11 @@ class PartitionThenTransform(NativeMechanism):
     - 0.25 when buckets can pay: :func:`lumping_gain` >= :data:`MIN_LUMPING_GAIN`, i.e. merging
       the cells in pairs would at least halve the analytic error (histograms: a pair's total spread
       over its two cells has a quarter of the noise). 0.25 gives the partition DAWA(ε/2)'s budget
-      (ε/8 per unit change); measured on the seed's Fig. 4 suite (``anuarbek_fig4``) it is at or
-      below DAWA(ε/2) in every cell, where the seed's 0.5 lost 14 of 21;
+      (ε/8 per unit change), so both draw their buckets from the same distribution while the
+      transform measures each bucket total with half DAWA(ε/2)'s variance, and on dense data the
+      split costs at most 1/0.75² before buckets win some of it back. On the seed's Fig. 4 suite
+      (``anuarbek_fig4``) the seed's 0.5 lost to DAWA(ε/2) in 14 of 21 cells; 0.25 is below it
+      or tied with it (cells whose error is the bias of the shared partitions);
     - 0 otherwise: no partition, all of ε for the bucket stage (then the policy itself). Prefix
       and range queries gain at most 1.8 times from pairs under line, threshold and unbounded
       policies (their transformed queries touch few counts, or a hierarchy already averages), so
@@ -85,7 +87,7 @@ class PartitionThenTransform(NativeMechanism):
 
     def _labels(self, x: np.ndarray, policy: Policy, eps1: float, eps2: float, gen) -> np.ndarray:
         if self.partition == "dawa":
-            return dawa_partition(x, eps1 / 2, eps2, gen, penalty=BUCKET_PRICE, guard=PIECE_GUARD)
+            return dawa_partition(x, eps1 / 2, eps2, gen, penalty=BUCKET_PRICE)
         if self.partition == "matching":
             return matching_partition(x, eps1 / 2, eps2, gen)
         return noisy_pairing_partition(x, policy, eps1, eps2, gen)
@@ -128,9 +130,6 @@ class PartitionThenTransform(NativeMechanism):
     def __repr__(self) -> str:
         return (f"PartitionThenTransform(partition={self.partition!r}, epsilon_split={self.epsilon_split}, "
                 f"estimator={self.estimator!r})")
-
-
-DEFAULT_SPLIT = 0.25
 
 
 def best_plan(workload: Workload, policy: Policy):
