@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
-
 from bench_core import best_of  # sibling script: run from benchmarks/ or as python benchmarks/...
 
 from blowfish_te import datasets, policies

@@ -7,7 +7,7 @@ import numpy as np
 from ._validation import check_epsilon
 from .policies import Policy
 from .sensitivity import check_compatible
-from .workloads import Workload, as_workload
+from .workloads import as_workload
 
 #: Largest side of the dense Gram matrix whose eigenvalues the bound needs.
 MAX_BOUND_SIDE = 8192

@@ -50,7 +50,7 @@ class RootedForest:
                 "the exact route (answer(..., route='exact')). A pseudo-inverse transform is never private."
             )
         self.policy = forest
-        k, v = forest.size, forest.num_vertices
+        v = forest.num_vertices
         n = v + 1
         top = v  # the super-root
         roots = np.full(forest.n_components, -1, dtype=np.int64)

@@ -1,4 +1,5 @@
-"""Private partitions of a domain into buckets, and the quotient policy (SPEC §8).
+"""Private partitions of a domain into buckets, and the quotient policy (Anuarbek, data-dependent
+Blowfish histograms; Li, Hay, Miklau, Wang, DAWA, PVLDB 2014).
 
 A partition is a label per cell (buckets 0..m-1). A bucket b costs, as in DAWA (Li, Hay, Miklau,
 Wang 2014), the L1 error of spreading its total evenly plus the noise of measuring it; we measure

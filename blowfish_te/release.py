@@ -113,7 +113,7 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
     needs_tree = (
         f"{policy.name} has cycles and mechanism {mech.name!r} is data-dependent (no exact route, no "
         "analytic error to choose a tree by): pass a spanning tree, e.g. tree='bfs' or a forest policy, "
-        "to run it at epsilon / stretch (the tree-embedding route of SPEC §5)"
+        "to run it at epsilon / stretch (an (ε/ℓ, T)-Blowfish mechanism is (ε, G)-Blowfish for ℓ the stretch)"
     )
 
     if mech.models_records and not policy.is_differential_privacy:

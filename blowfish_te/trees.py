@@ -172,7 +172,7 @@ def _weighted(policy: Policy, weight: bool) -> sp.csr_array:
 
 def _search_tree(policy: Policy, centre, name: str, weight: bool) -> Policy:
     """BFS or Dijkstra tree from ``centre``, and from the smallest vertex of every other component."""
-    k, n = policy.size, policy.num_vertices
+    n = policy.num_vertices
     c = policy.vertex(centre) if centre is BOTTOM else _centre(policy.shape, centre)
     labels = policy.component_labels
     starts = np.full(policy.n_components, n, dtype=np.int64)

@@ -1,7 +1,6 @@
 """The strategy library (SPEC §6): dense twins, brute-force sensitivities, exact expected errors
 against Monte-Carlo, and the regression targets of the strategy-library issue."""
 
-import itertools
 import math
 
 import numpy as np

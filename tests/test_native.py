@@ -87,7 +87,6 @@ def test_ordered_hierarchical_monte_carlo():
 def test_native_measurements_are_blowfish_private_on_tiny_domains(policy):
     """Worst-case privacy loss of each native mechanism's Laplace measurements over all neighbours."""
     eps = 0.9
-    k = policy.size
     ordered = M.Ordered()
     counts = ordered._strategy(policy).dense()
     scale = bt.sensitivity(ordered._strategy(policy), policy) / eps

@@ -1,9 +1,10 @@
-"""Data-dependent mechanisms: DAWA, MWEM and AHP (SPEC §6).
+"""Data-dependent mechanisms: DAWA, MWEM and AHP.
 
 Each is ε-DP for unit changes of the vector it runs on (one unit added to or removed from one
-coordinate), so :func:`blowfish_te.answer` can run it on x_G of a tree transform for
-(ε, G)-Blowfish privacy (SPEC §4). On a policy with cycles it needs an explicit spanning tree.
-None of them reads a total from the data without paying for it.
+coordinate), so :func:`blowfish_te.answer` can run it on x_G of a tree transform for (ε, G)-Blowfish
+privacy (transformational equivalence: Haney, Machanavajjhala, Ding, PVLDB 2015). On a policy with
+cycles it needs an explicit spanning tree. None of them reads a total from the data without paying
+for it; MWEM models records, so it runs under DP policies only (see :attr:`Mechanism.models_records`).
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def aggregation_gain(workload: Workload) -> float:
     """max(1, err(Identity) / err(HB)) on (a probe of) ``workload`` for unit changes: how much a
     hierarchy already averages per-cell noise (1 for histograms, ≈ 18 for 4096 prefix sums)."""
     probe = evenly_spaced_queries(workload, PROBE_QUERIES)
-    return max(1.0, probe_error(Identity(), workload, probe) / probe_error(HB(), workload, probe))
+    hierarchy = probe_error(HB(), workload, probe)
+    return max(1.0, probe_error(Identity(), workload, probe) / hierarchy) if hierarchy > 0 else 1.0
 
 
 def lowest_error(workload: Workload, candidates) -> LinearMechanism:

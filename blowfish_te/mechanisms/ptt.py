@@ -1,4 +1,4 @@
-"""Partition-then-transform (Anuarbek; SPEC §8): a data-dependent Blowfish histogram algorithm that
+"""Partition-then-transform (Anuarbek, data-dependent Blowfish histograms): a data-dependent Blowfish histogram algorithm that
 works under any policy, cyclic ones included."""
 
 from __future__ import annotations
