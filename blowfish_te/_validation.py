@@ -1,4 +1,4 @@
-"""Input checks shared by the public API (SPEC §1, §10).
+"""Input checks shared by the public API.
 
 Every check names the argument, says what was wrong and what is allowed, and raises
 ``TypeError`` for a value of the wrong kind and ``ValueError`` for a value out of range.

@@ -1,4 +1,4 @@
-"""Lower bounds on the error of matrix mechanisms (SPEC §5)."""
+"""Lower bounds on the error of matrix mechanisms (the SVD bound, Li and Miklau, PVLDB 2012)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def lower_bound(workload, epsilon: float, policy: Policy | None = None) -> float
     For a strategy A with W in its row space, ‖A‖₁ >= ‖A‖_{1→2} >= √(tr(AᵀA)/K) and
     ‖W A⁺‖_F² tr(AᵀA) >= (Σ σ_i(W))², so 2‖A‖₁²‖W A⁺‖_F²/ε² is at least the bound.
 
-    With a ``policy`` G the bound is that of W_G = W P_G over its |E| columns (SPEC §5): a Laplace
+    With a ``policy`` G the bound is that of W_G = W P_G over its |E| columns: a Laplace
     release A x + Lap(b) is (ε, G)-Blowfish only if b >= Δ_G(A)/ε = ‖A P_G‖₁/ε, so its error is at
     least that of the DP matrix mechanism with strategy A P_G for W_G. The singular values come
     from W P_G P_Gᵀ Wᵀ = W L Wᵀ, L the policy's Laplacian (⊥ edges add to the degree only).

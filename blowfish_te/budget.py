@@ -1,4 +1,5 @@
-"""Privacy budget accounting for releases on one dataset under one policy (SPEC §9).
+"""Privacy budget accounting for releases on one dataset under one policy (composition: He,
+Machanavajjhala, Ding, SIGMOD 2014).
 
 Composition theorems (He, Machanavajjhala, Ding, SIGMOD 2014, §4.1), for a policy P = (T, G, I_Q):
 
@@ -22,7 +23,7 @@ theorems compose releases under the same policy. :meth:`~BudgetAccountant.answer
 under the accountant's own policy; :meth:`~BudgetAccountant.spend` records a release made elsewhere
 that the caller vouches is (ε, G)-Blowfish. An (ε', G')-Blowfish release under another policy is
 (ε'·ℓ, G)-Blowfish with ℓ the largest G'-distance between the two ends of a G-edge (a G-move is a
-chain of ℓ G'-moves, SPEC §2, §5): the caller charges ε'·ℓ with :meth:`~BudgetAccountant.spend`.
+chain of ℓ G'-moves): the caller charges ε'·ℓ with :meth:`~BudgetAccountant.spend`.
 If ℓ is infinite (G' separates the two ends of some G-edge) the release has no G guarantee at all.
 
 Every charge is checked and recorded **before** the release runs, so an over-spending request

@@ -1,6 +1,6 @@
 """Datasets: DPBench histograms from a data directory, the DPBench data generator, and built-in
 synthetic histograms so that examples, the demo, the tests and tiny suites run without external
-data (SPEC §11)."""
+data (DPBench, Hay et al., SIGMOD 2016)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def coarsen(x, domain) -> np.ndarray:
 
 
 def dpbench_sample(x, scale: int, domain=None, rng: RNGLike = 0) -> np.ndarray:
-    """DPBench's data generator (Hay et al. 2016, SPEC §11): ``scale`` records drawn i.i.d. from the
+    """DPBench's data generator (Hay et al. 2016): ``scale`` records drawn i.i.d. from the
     shape p = x / ‖x‖₁ at the native domain, then adjacent cells summed down to ``domain``."""
     x = check_histogram(x, np.shape(x), name="x").reshape(np.shape(x))
     scale = check_int(scale, "scale", minimum=1)

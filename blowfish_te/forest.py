@@ -45,7 +45,7 @@ class RootedForest:
             raise CyclicPolicyError(
                 f"{forest.name} has cycles ({e} edges on {v} vertices; a forest has at most {v - 1}), "
                 "so the exact transform does not apply. Embed the policy in a spanning tree T and run "
-                "the mechanism at epsilon / stretch(T) (the tree-embedding route of SPEC §5: "
+                "the mechanism at epsilon / stretch(T) (the tree-embedding route: "
                 "transform(policy, tree=...), answer(..., tree=...)), or use a linear mechanism through "
                 "the exact route (answer(..., route='exact')). A pseudo-inverse transform is never private."
             )

@@ -1,4 +1,4 @@
-"""Error metrics (SPEC §11)."""
+"""Error metrics (per-query MSE; DPBench, Hay et al., SIGMOD 2016: scaled L2 error)."""
 
 from __future__ import annotations
 

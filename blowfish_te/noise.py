@@ -1,4 +1,4 @@
-"""Random number generators and noise samplers (SPEC §10).
+"""Random number generators and noise samplers.
 
 Every random function of the library takes ``rng``:
 

@@ -1,4 +1,4 @@
-"""Policy graphs: which pairs of values an adversary must not tell apart (SPEC §2).
+"""Policy graphs: which pairs of values an adversary must not tell apart (He, Machanavajjhala, Ding, SIGMOD 2014).
 
 A policy is an undirected graph over the K cells of a domain grid (numbered 0..K-1 in row-major
 order), optionally with the special vertex ⊥ (:data:`BOTTOM`, "no record"). Two histograms are
@@ -150,7 +150,7 @@ def _check_block(block, shape: tuple[int, ...], k: int, has_bottom: bool) -> Non
 
 
 class Policy:
-    """An immutable policy graph over the cells of a domain grid (SPEC §2).
+    """An immutable policy graph over the cells of a domain grid (He, Machanavajjhala, Ding, SIGMOD 2014).
 
     Build one with a constructor (:func:`line`, :func:`threshold`, :func:`grid`, ...). Attributes:
     ``shape``, ``size`` (K), ``edges`` (``(|E|, 2)`` array, ⊥ encoded as K), ``has_bottom``,

@@ -1,6 +1,6 @@
 """Answering a workload under a policy: route planning, :func:`answer` and :class:`Release`.
 
-Routes (SPEC §4, §5):
+Routes (Haney, Machanavajjhala, Ding, PVLDB 2015; He, Machanavajjhala, Ding, SIGMOD 2014):
 
 - ``"transform"``: run the mechanism on (W_T, x_T) of the exact transform of a forest T — the
   policy itself when it is a forest, else a spanning tree with maximum stretch ℓ, at ε/ℓ. Any
@@ -247,7 +247,7 @@ def answer(
         transform route through that tree, at ε / stretch.
 
     Privacy: transform route — the mechanism is (ε/ℓ)-DP for unit changes of x_T, hence (ε/ℓ, T)-
-    and (ε, G)-Blowfish (SPEC §4, §5); exact route — Laplace noise calibrated to Δ_G(A) from the
+    and (ε, G)-Blowfish (see above); exact route — Laplace noise calibrated to Δ_G(A) from the
     policy's edges. The route is chosen without looking at x.
     """
     workload = as_workload(workload)

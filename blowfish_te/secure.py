@@ -1,4 +1,4 @@
-"""Hardened noise for releases on real data (SPEC §10): exact discrete Laplace and a lattice scheme.
+"""Hardened noise for releases on real data (Mironov, CCS 2012): exact discrete Laplace and a lattice scheme.
 
 Textbook Laplace sampling in floating point leaks: the doubles it can output around f(x) depend on
 f(x), so the low-order bits of a release can reveal the data (Mironov, CCS 2012). Here no floating-

@@ -1,4 +1,4 @@
-"""Policy-specific L1 sensitivity of a linear workload (SPEC §3; He et al. Def. 5.1).
+"""Policy-specific L1 sensitivity of a linear workload (He et al. Def. 5.1).
 
 For a policy G, Δ_G(W) = max over edges (u, v) of ‖W e_u - W e_v‖₁ (for an edge (u, ⊥):
 ‖W e_u‖₁), the largest column L1 norm of W P_G. It is computed from the policy's edges, block by
@@ -30,7 +30,7 @@ def check_compatible(workload: Workload, policy: Policy) -> None:
 
 
 def sensitivity(workload, policy: Policy) -> float:
-    """Exact L1 policy-specific sensitivity Δ_G(W) (SPEC §3): Laplace(Δ_G(W)/ε) noise on W x is
+    """Exact L1 policy-specific sensitivity Δ_G(W): Laplace(Δ_G(W)/ε) noise on W x is
     (ε, G)-Blowfish private (He et al. Thm 5.1). A policy without edges has sensitivity 0."""
     workload = as_workload(workload)
     check_compatible(workload, policy)

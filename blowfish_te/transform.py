@@ -1,4 +1,4 @@
-"""Exact transformational equivalence for forest policies (SPEC §4).
+"""Exact transformational equivalence for forest policies (Haney, Machanavajjhala, Ding, PVLDB 2015).
 
 For a forest G, root each component (at ⊥ when present, else at its last cell) and orient every
 edge child → parent. With P_G the signed incidence matrix (+1 at the child, -1 at the parent, no
@@ -15,7 +15,7 @@ unit-change neighbours of x_G: any ε-DP mechanism for W_G on x_G, plus the offs
 invariant under G-neighbours and are disclosed exactly.
 
 For a policy with cycles, ``transform(policy, tree=T)`` uses the transform of a spanning forest T
-instead and carries T's maximum stretch ℓ (SPEC §5 route 2): a mechanism that is ε/ℓ-DP on x_T is
+instead and carries T's maximum stretch ℓ (the tree-embedding route): a mechanism that is ε/ℓ-DP on x_T is
 (ε, G)-Blowfish, since a G-move is a chain of at most ℓ T-moves.
 
 Costs: the setup is a BFS plus O(K log K) vectorised pointer jumping (:mod:`blowfish_te.forest`);
@@ -40,7 +40,7 @@ __all__ = ["CyclicPolicyError", "TreeTransform", "TransformedWorkload", "transfo
 
 
 class TreeTransform:
-    """The transform of a forest: x ↦ x_G, W ↦ W_G, offsets and reconstruction (SPEC §4).
+    """The transform of a forest: x ↦ x_G, W ↦ W_G, offsets and reconstruction.
 
     ``policy`` is the policy protected; ``tree`` the forest whose transform is used (the policy
     itself when it is a forest) and ``stretch`` its maximum stretch ℓ (1 for the policy itself):

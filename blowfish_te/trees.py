@@ -1,4 +1,5 @@
-"""Spanning trees for policies with cycles, and their exact stretch (SPEC §5, route 2).
+"""Spanning trees for policies with cycles, and their exact stretch (tree
+embeddings: Haney, Machanavajjhala, Ding, PVLDB 2015).
 
 A forest T on the same cells embeds a policy G with maximum stretch
 ℓ = max over edges (u, v) of G of the tree distance d_T(u, v). Any (ε/ℓ, T)-Blowfish mechanism is
@@ -73,7 +74,7 @@ def line(shape) -> Policy:
 
 
 def hub(k: int, theta: int) -> Policy:
-    """The hub tree of a threshold graph G^θ_k (SPEC §5): blocks of θ consecutive cells, each cell
+    """The hub tree of a threshold graph G^θ_k: blocks of θ consecutive cells, each cell
     joined to its block's central hub (the lower middle cell), consecutive hubs joined. ℓ = 3 for θ >= 2."""
     k = check_size(k)
     theta = min(check_int(theta, "theta", minimum=1), k)  # θ >= k: one block

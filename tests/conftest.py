@@ -26,7 +26,7 @@ def dense_boxes(domain, lo, hi) -> np.ndarray:
 
 
 def brute_edges(policy_kind: str, shape, theta=1, labels=None) -> set:
-    """Edge set of a standard policy from SPEC §2's table, by testing every pair of cells."""
+    """Edge set of a standard policy from the constructors' definitions, by testing every pair of cells."""
     cells = list(itertools.product(*[range(k) for k in shape]))
     k = math.prod(shape)
     edges = set()

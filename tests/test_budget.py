@@ -1,4 +1,4 @@
-"""Budget accountant (SPEC §9): sequential composition adds ε (He et al. Thm 4.1), parallel groups on
+"""Budget accountant: sequential composition adds ε (He et al. Thm 4.1), parallel groups on
 disjoint record sets charge the largest part (Thm 4.2), over-spending is refused before any noise."""
 
 import math

@@ -57,6 +57,15 @@ def test_runner_is_deterministic_across_runs_and_processes(tmp_path):
     assert [r["mse"] for r in other] != [r["mse"] for r in rows]
 
 
+def test_mechanisms_of_one_trial_share_their_seed(tmp_path):
+    rows = run_suite(_suite(data_seeds=1), tmp_path)
+    by_trial: dict = {}
+    for r in rows:
+        by_trial.setdefault((r["epsilon"], r["trial"]), set()).add(r["seed"])
+    assert all(len(seeds) == 1 for seeds in by_trial.values())  # paired across mechanisms and policies
+    assert len({next(iter(seeds)) for seeds in by_trial.values()}) == len(by_trial)  # fresh per trial and ε
+
+
 def _raw_of(suite):
     return {
         "name": suite.name, "description": suite.description, "master_seed": suite.master_seed, "trials": suite.trials,

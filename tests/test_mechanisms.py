@@ -1,4 +1,4 @@
-"""The strategy library (SPEC §6): dense twins, brute-force sensitivities, exact expected errors
+"""The strategy library: dense twins, brute-force sensitivities, exact expected errors
 against Monte-Carlo, and the regression targets of the strategy-library issue."""
 
 import math
@@ -253,7 +253,7 @@ def test_mechanism_argument_checks():
 @pytest.mark.parametrize("policy", [policies.line(12), policies.threshold(12, 3), policies.grid((3, 4)),
                                     policies.complete(12), policies.unbounded(12)], ids=lambda p: p.name)
 def test_policy_svd_bound_is_below_every_blowfish_candidate(policy):
-    """SPEC §5: the SVD bound of W P_G bounds every route — exact, and trees at ε/ℓ."""
+    """The SVD bound of W P_G bounds every route — exact, and trees at ε/ℓ."""
     w = wl.random_ranges(12, 30, rng=4) if policy.ndim == 1 else wl.random_rects((3, 4), 30, rng=4)
     bound = lower_bound(w, 1.0, policy)
     assert bound > 0

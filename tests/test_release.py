@@ -25,7 +25,7 @@ def _monte_carlo(w, x, policy, epsilon, mechanism, trials, route="auto"):
 ])
 def test_transformed_laplace_error_matches_spec_and_monte_carlo(build, spec_mse):
     """Acceptance: identity under line(k) has per-query MSE 2/ε²·(k-1)/k on prefixes and
-    (4 - 8/(k+1))/ε² on all ranges (SPEC §12), analytically and by a seeded Monte-Carlo test whose
+    (4 - 8/(k+1))/ε² on all ranges, analytically and by a seeded Monte-Carlo test whose
     tolerance is 4 standard errors of the mean, from the exact variance of a Laplace quadratic form."""
     k, epsilon, trials = 64, 0.5, 400
     w, policy = build(k), policies.line(k)

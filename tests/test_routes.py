@@ -1,5 +1,5 @@
 """Cyclic policies: tree embeddings at ε/ℓ, the exact route, the automatic choice, and an exact
-privacy-loss check of every linear route on tiny domains (SPEC §5)."""
+privacy-loss check of every linear route on tiny domains."""
 
 import itertools
 import math
@@ -17,7 +17,7 @@ from conftest import graphs, laplace_mse_sd
 
 
 def neighbour_pairs(policy, max_records=2):
-    """Every pair of G-neighbouring histograms with at most ``max_records`` records (SPEC §2)."""
+    """Every pair of G-neighbouring histograms with at most ``max_records`` records (He et al. 2014)."""
     k = policy.size
     for n in range(max_records + 1):
         for placement in itertools.combinations_with_replacement(range(k), n):
@@ -184,7 +184,7 @@ REFERENCE = {4: 72, 16: 180, 64: 600}
 
 @pytest.mark.parametrize("theta", [4, 16, 64])
 def test_hub_tree_reference_values_are_independent_of_k(theta):
-    """Item 7 (SPEC §12): threshold θ, hub tree + identity at ε/3, ε = 1, 3000 random ranges."""
+    """Reference errors: threshold θ, hub tree + identity at ε/3, ε = 1, 3000 random ranges."""
     values = []
     for k in (1024, 4096):
         w = wl.random_ranges(k, 3000, rng=k)

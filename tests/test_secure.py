@@ -1,4 +1,4 @@
-"""The secure sampling path (SPEC §10): exact discrete Laplace, the lattice scheme, rng=None.
+"""The secure sampling path (Mironov 2012): exact discrete Laplace, the lattice scheme, rng=None.
 
 The distribution tests draw from secure randomness, so they are not seeded: each is a χ² test
 against the exact distribution at α = 1e-6 (a false alarm once in a million runs), with bins of

@@ -11,7 +11,7 @@ from conftest import brute_sensitivity, dense_boxes, graphs
 
 @pytest.mark.parametrize("k", [2, 3, 5, 8, 16, 33])
 def test_spec_table(k):
-    """SPEC §3: identity, prefix and all ranges under complete, line, threshold and unbounded."""
+    """Exact sensitivities: identity, prefix and all ranges under complete, line, threshold and unbounded."""
     full = (k + 1) ** 2 // 4
     for w, complete, line, unbounded in [
         (wl.identity(k), 2, 2, 1),

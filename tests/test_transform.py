@@ -148,14 +148,14 @@ def test_transform_on_a_large_line_and_random_tree():
     ids=lambda p: p.name,
 )
 def test_cyclic_policies_are_refused_with_the_tree_embedding_route_named(policy):
-    """SPEC §5 route 3: no pseudo-inverse transform of a cyclic graph, e.g. the 2 × 2 grid."""
+    """No pseudo-inverse transform of a cyclic graph, e.g. the 2 × 2 grid."""
     with pytest.raises(CyclicPolicyError, match="spanning tree") as info:
         transform(policy)
     assert "stretch" in str(info.value)
 
 
 def test_minimum_norm_transform_of_the_2x2_grid_is_not_private():
-    """Why route 3 is refused: P_G⁺ P_G has columns of L1 norm 1.5 on the 2 × 2 grid (SPEC §5)."""
+    """Why route 3 is refused: P_G⁺ P_G has columns of L1 norm 1.5 on the 2 × 2 grid."""
     p = policies.grid((2, 2)).incidence().toarray()
     norms = np.abs(np.linalg.pinv(p) @ p).sum(0)
     assert np.allclose(norms, 1.5)

@@ -107,7 +107,7 @@ def test_mst_has_minimum_total_cell_distance():
 @pytest.mark.parametrize("k", [3, 5, 16, 17, 18, 100, 257])
 @pytest.mark.parametrize("theta", [2, 3, 4, 7, 16])
 def test_hub_tree_has_stretch_three_and_line_tree_theta(k, theta):
-    """SPEC §5: ℓ = 3 for the hub tree once a second block has a cell besides its hub (k >= θ + 2);
+    """ℓ = 3 for the hub tree once a second block has a cell besides its hub (k >= θ + 2);
     the line tree has ℓ = θ."""
     if theta >= k:
         return

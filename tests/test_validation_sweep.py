@@ -1,4 +1,4 @@
-"""Validation sweep (SPEC §1, §10): malformed inputs to every public function are refused by the
+"""Validation sweep: malformed inputs to every public function are refused by the
 library's own checks, with a ``ValueError`` or ``TypeError`` whose message names the argument.
 
 Each case calls one public function with one argument replaced by a value drawn from a hypothesis

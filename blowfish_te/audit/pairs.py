@@ -1,4 +1,4 @@
-"""Neighbouring histograms for the auditor (SPEC §2).
+"""Neighbouring histograms for the auditor (He, Machanavajjhala, Ding, SIGMOD 2014).
 
 A pair (x, y) moves one record from u to v: y = x - e_u + e_v, where ⊥ (index K) stands for "no
 record", so u = ⊥ adds a record and v = ⊥ removes one. For an edge (u, v) of the policy G the pair

@@ -1,5 +1,5 @@
 """The evaluation harness: declarative suites (top-level ``workloads/*.toml``), a resumable runner
-writing tidy results, summaries with confidence intervals, and plots (SPEC §11)."""
+writing tidy results, summaries with confidence intervals, and plots (DPBench, Hay et al., SIGMOD 2016)."""
 
 from .runner import COLUMNS, Cell, cells, read_rows, run_suite
 from .suite import SUITES_DIR, MechanismSpec, Suite, SuiteError, load_suite, make_policy, make_workload, parse_suite

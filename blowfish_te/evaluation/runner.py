@@ -1,11 +1,17 @@
-"""Run a suite: one tidy row per trial, resumable, optionally across cores (SPEC §11).
+"""Run a suite: one tidy row per trial, resumable, optionally across cores.
 
 Seeds: the data sample of (dataset, scale, data seed) and the algorithm run of every cell draw from
 ``SeedSequence([master_seed, crc32(key)])``, so a cell's result depends only on the master seed and
-the cell, never on the order, the number of processes or what ran before. Rows are appended to
-``results.csv`` as cells finish; a rerun skips the cells already there (the suite's fingerprint
-must match). A cell whose mechanism refuses its policy (say, a native mechanism under unbounded DP)
-is recorded with ``status = "error: ..."`` and left out of the summary.
+the cell, never on the order, the number of processes or what ran before. The run's key leaves out
+the mechanism and the policy: every mechanism of one trial (dataset, sample, ε, trial) starts from
+the same generator state (common random numbers), so comparisons between mechanisms are paired.
+Two algorithms that share a step see the same draws there — DAWA at ε/2 and the DAWA partition of
+partition-then-transform at the same per-change budget release the same buckets — and their gap
+is their real difference, not the spread of rare partitions between two independent samples.
+
+Rows are appended to ``results.csv`` as cells finish; a rerun skips the cells already there (the
+suite's fingerprint must match). A cell whose mechanism refuses its policy (say, a native mechanism
+under unbounded DP) is recorded with ``status = "error: ..."`` and left out of the summary.
 """
 
 from __future__ import annotations
@@ -51,6 +57,10 @@ class Cell:
     def key(self, suite: Suite) -> str:
         label = suite.mechanisms[self.mechanism].label
         return f"{self.dataset}|{self.scale}|{self.data_seed}|{self.policy}|{label}|{self.epsilon!r}|{self.trial}"
+
+    def run_key(self) -> str:
+        """The key of the run's seed: the same for every mechanism and policy of a trial."""
+        return f"run|{self.dataset}|{self.scale}|{self.data_seed}|{self.epsilon!r}|{self.trial}"
 
 
 def cells(suite: Suite) -> list[Cell]:
@@ -117,7 +127,7 @@ class _Context:
         x, truth = self.histogram(cell)
         workload, policy = self.workload(x.shape), self.policy(cell.policy, x.shape)
         scale = cell.scale if cell.scale is not None else int(x.sum())
-        seed = _seed(suite.master_seed, key)
+        seed = _seed(suite.master_seed, cell.run_key())
         row = {
             "key": key, "suite": suite.name, "dataset": cell.dataset, "domain": "x".join(map(str, x.shape)),
             "scale": scale, "data_seed": cell.data_seed, "policy": cell.policy, "theta": policy_theta(cell.policy, x.shape),

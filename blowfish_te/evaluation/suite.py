@@ -1,4 +1,4 @@
-"""Declarative experiment suites: one TOML file per experiment (SPEC §11).
+"""Declarative experiment suites: one TOML file per experiment.
 
 A suite names datasets, policies, one workload, mechanisms, ε values and trials; the runner
 (:mod:`blowfish_te.evaluation.runner`) takes the product. Layout::
@@ -105,6 +105,7 @@ class Suite:
         """A hash of everything that decides the rows (not the file's path or description)."""
         content = {k: v for k, v in self.__dict__.items() if k not in ("path", "description")}
         content["mechanisms"] = [m.__dict__ for m in self.mechanisms]
+        content["seeding"] = "paired"  # runs seeded per trial, shared by mechanisms (see runner)
         return hashlib.sha256(json.dumps(content, sort_keys=True, default=list).encode()).hexdigest()[:16]
 
 

@@ -1,4 +1,4 @@
-"""Summaries of a results table: means and 95% confidence intervals per configuration (SPEC §11)."""
+"""Summaries of a results table: means and 95% confidence intervals per configuration."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The mechanism interface: where any differentially private algorithm plugs in (SPEC §4, §6)."""
+"""The mechanism interface: where any differentially private algorithm plugs in (transformational
+equivalence: Haney, Machanavajjhala, Ding, PVLDB 2015; the matrix mechanism: Li et al., PODS 2010)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class Mechanism(ABC):
     - ``run(W, x, epsilon, rng)`` returns an estimate of ``W @ x`` (one value per query) and is
       ε-DP for **unit-change neighbours** of the vector x (x' = x ± e_i). :func:`blowfish_te.answer`
       applies it to (W_G, x_G) of a tree transform, where G-neighbours are exactly unit changes, so
-      the release is (ε, G)-Blowfish private (SPEC §4). Note x_G is not a histogram of records: its
+      the release is (ε, G)-Blowfish private. Note x_G is not a histogram of records: its
       total is not public;
     - :meth:`expected_error` is the exact expected total squared error E‖ŷ - W x‖², or None when it
       depends on the data.
@@ -95,7 +96,7 @@ class LinearMechanism(Mechanism):
 
     Privacy: Δ is the L1 sensitivity of the strategy A for the neighbour relation — the largest
     column L1 norm of A for unit changes (:meth:`run`), or Δ_G(A) computed from the policy's edges
-    in the exact route (SPEC §5 route 1). Laplace(Δ/ε) noise makes y ε-DP, resp. (ε, G)-Blowfish
+    in the exact route. Laplace(Δ/ε) noise makes y ε-DP, resp. (ε, G)-Blowfish
     (Dwork et al. 2006; He et al. Thm 5.1); the answers are post-processing of y. One release
     spends ε once (sequential composition applies across releases). With ``rng=None`` the noise is
     exact discrete Laplace when A has integer entries (:func:`integer_entries`: y is then an
@@ -103,7 +104,7 @@ class LinearMechanism(Mechanism):
 
     By default R = W A⁺ (least squares, for strategies that solve their own, see
     :class:`blowfish_te.strategies.LeastSquares`), and the expected total squared error is exactly
-    2 (Δ/ε)² ‖R‖_F² (SPEC §6).
+    2 (Δ/ε)² ‖R‖_F² (the matrix mechanism's error).
     """
 
     @abstractmethod

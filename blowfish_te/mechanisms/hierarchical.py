@@ -1,8 +1,8 @@
-"""Hierarchical and wavelet mechanisms: H2, HB, QuadTree, GreedyH and Privelet (SPEC §6).
+"""Hierarchical and wavelet mechanisms: H2, HB, QuadTree, GreedyH and Privelet.
 
 Each is a :class:`~blowfish_te.mechanisms.LinearMechanism`: it measures a strategy A with Laplace
 noise of scale Δ/ε, Δ the largest column L1 norm of A (unit changes; applied to x_G of a tree
-transform this is (ε, G)-Blowfish, SPEC §4) or Δ_G(A) from the policy's edges in the exact route,
+transform this is (ε, G)-Blowfish) or Δ_G(A) from the policy's edges in the exact route,
 then answers W A⁺ y by exact least squares. Their expected total squared error is
 2 (Δ/ε)² ‖W A⁺‖_F².
 """

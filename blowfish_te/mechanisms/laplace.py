@@ -34,7 +34,7 @@ class DirectLaplace(LinearMechanism):
     """The Laplace mechanism on the workload itself: ŷ = W x + Lap(Δ(W)/ε)^m (He et al. Thm 5.1).
 
     Strategy A = W, answers are the noisy measurements. Neighbours: unit changes (Δ = largest
-    column L1 norm of W) or a policy G (Δ_G(W) from its edges, SPEC §3). Error 2 m (Δ/ε)².
+    column L1 norm of W) or a policy G (Δ_G(W) from its edges, He et al. Def. 5.1). Error 2 m (Δ/ε)².
     """
 
     name = "laplace"

@@ -1,4 +1,5 @@
-"""Measurement strategies with exact least squares, for the linear mechanisms (SPEC §6)."""
+"""Measurement strategies with exact least squares, for the linear mechanisms (the matrix
+mechanism: Li et al., PODS 2010)."""
 
 from .base import LeastSquares
 from .general import GeneralStrategy, IdentityStrategy

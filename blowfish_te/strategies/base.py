@@ -1,4 +1,5 @@
-"""Strategies with exact least squares: x̂ = A⁺ y, its adjoint, and ‖W A⁺‖_F² (SPEC §6)."""
+"""Strategies with exact least squares: x̂ = A⁺ y, its adjoint, and ‖W A⁺‖_F² (the matrix mechanism:
+Li et al., PODS 2010)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Hierarchical strategies: a tree of boxes over the domain, each node measured with a weight, and
-its exact weighted least squares (Hay et al. 2010; Qardaji, Yang, Li 2013; SPEC §6).
+its exact weighted least squares (Hay et al. 2010; Qardaji, Yang, Li 2013).
 
 A :class:`Hierarchy` splits the domain box recursively: on every axis a side of length s becomes
 c = min(b, s) parts whose sizes differ by at most one (the first s mod c parts one cell longer),

@@ -1,4 +1,4 @@
-"""Workloads: linear counting queries W (m × K) over a domain grid (SPEC §1).
+"""Workloads: linear counting queries W (m × K) over a domain grid.
 
 Builders return ready objects, in the style of networkx generators::
 
@@ -82,7 +82,7 @@ def ranges(k: int, lo, hi) -> Boxes:
 
 
 def random_ranges(k: int, m: int, rng: RNGLike = None) -> Boxes:
-    """m ranges whose two endpoints are drawn uniformly from the k cells, then sorted (SPEC §12)."""
+    """m ranges whose two endpoints are drawn uniformly from the k cells, then sorted."""
     k = check_size(k)
     m = check_int(m, "m", minimum=1)
     ends = check_rng(rng).integers(0, k, size=(2, m))

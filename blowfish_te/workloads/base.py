@@ -1,4 +1,4 @@
-"""The workload interface: a linear query matrix W (m × K) as an implicit operator (SPEC §1).
+"""The workload interface: a linear query matrix W (m × K) as an implicit operator.
 
 :class:`Workload` extends ``scipy.sparse.linalg.LinearOperator`` (products with vectors and
 matrices on both sides, ``.T``, composition) with what the rest of the library needs:
@@ -173,7 +173,7 @@ class Workload(LinearOperator):
     def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
         """Norms of column differences ``W[:, u[i]] - W[:, v[i]]``; ``v[i] == K`` means a zero column (⊥).
 
-        ``norm="l1"`` gives L1 norms (policy sensitivities, SPEC §3); ``"l2sq"`` squared L2 norms
+        ``norm="l1"`` gives L1 norms (policy sensitivities, He et al. Def. 5.1); ``"l2sq"`` squared L2 norms
         (analytic errors). Generic version: products with blocks of signed unit vectors.
         """
         u, v = self._check_pairs(u, v)
