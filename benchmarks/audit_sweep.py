@@ -1,4 +1,4 @@
-"""Empirical privacy audit of every mechanism × {line, threshold, grid, unbounded} (issue 7, item 3).
+"""Empirical privacy audit of every mechanism × {line, threshold, grid, unbounded}.
 
 Run: ``python benchmarks/audit_sweep.py [--config ci|large] [--secure] [--mechanisms hb dawa ...]
 [--policies line grid ...] [--out table.md]``. Prints a markdown table: per mechanism and policy

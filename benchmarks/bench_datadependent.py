@@ -58,7 +58,7 @@ def main() -> None:
     xb = datasets.synthetic(big, 10**7, rng=0)
     print(f"DAWA partition, K = 2^16: {best_of(1, lambda: dawa_partition(xb, 0.025, 0.075, rng=1)):.3f} s")
     xs = datasets.synthetic(256, 10_000, rng=0)
-    print(f"seed's exact matching partition, K = 256: {best_of(1, lambda: matching_partition(xs, 0.05, 0.05, rng=1)):.3f} s")
+    print(f"Anuarbek's exact matching partition, K = 256: {best_of(1, lambda: matching_partition(xs, 0.05, 0.05, rng=1)):.3f} s")
 
 
 if __name__ == "__main__":

@@ -8,13 +8,13 @@ Quick start::
     release.answers, release.expected_mse
 """
 
-from . import budget, mechanisms, policies, trees, workloads
-from .budget import BudgetAccountant, BudgetExceededError
+from . import budget, errors, mechanisms, policies, trees, workloads
+from .budget import BudgetAccountant
+from .errors import BlowfishError, BudgetExceededError, CyclicPolicyError, SpecError
 from .mechanisms import LinearMechanism, Mechanism
 from .policies import BOTTOM, Policy
 from .release import Plan, Release, answer, plan
 from .sensitivity import sensitivity
-from .forest import CyclicPolicyError
 from .transform import TransformedWorkload, TreeTransform, transform
 from .workloads import Workload
 
@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BOTTOM",
+    "BlowfishError",
     "BudgetAccountant",
     "BudgetExceededError",
     "CyclicPolicyError",
@@ -30,11 +31,13 @@ __all__ = [
     "Plan",
     "Policy",
     "Release",
+    "SpecError",
     "TransformedWorkload",
     "TreeTransform",
     "Workload",
     "answer",
     "budget",
+    "errors",
     "mechanisms",
     "plan",
     "policies",

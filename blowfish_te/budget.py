@@ -42,15 +42,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import check_epsilon, check_histogram
+from .errors import BudgetExceededError
 from .noise import RNGLike, check_rng
 from .policies import Policy, check_policy
 from .release import Release, answer, plan
 
 __all__ = ["BudgetAccountant", "BudgetExceededError", "ParallelGroup", "Spend"]
-
-
-class BudgetExceededError(ValueError):
-    """A release would spend more ε than the accountant has left; nothing was run or charged."""
 
 
 @dataclass(frozen=True)

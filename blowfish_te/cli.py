@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
 import pathlib
 import sys
 
@@ -11,6 +13,7 @@ import click
 import numpy as np
 
 from . import datasets, policies, workloads
+from .errors import SpecError
 from .release import answer
 
 
@@ -140,6 +143,13 @@ def records_to_histogram(values: list, lower: int, upper: int, outside: str) -> 
     return np.bincount(clamped, minlength=upper - lower + 1).astype(np.int64), n_out
 
 
+def _policy(spec: str, shape: tuple[int, ...]):
+    try:
+        return policies.from_spec(spec, shape)
+    except SpecError as err:
+        raise SpecError(f"--policy: {err}") from None
+
+
 def _build_workload(spec: str, shape: tuple[int, ...], seed: int, ranges_file):
     if ranges_file is not None:
         bounds = np.loadtxt(ranges_file, delimiter=",", ndmin=2, dtype=np.int64)
@@ -148,18 +158,10 @@ def _build_workload(spec: str, shape: tuple[int, ...], seed: int, ranges_file):
         if len(shape) != 1:
             raise ValueError("--ranges needs a 1-D domain")
         return workloads.ranges(shape[0], bounds[:, 0], bounds[:, 1])
-    kind, _, count = spec.partition(":")
-    from .evaluation.suite import WORKLOAD_KINDS, make_workload
-
-    if kind not in WORKLOAD_KINDS:
-        raise ValueError(f"--workload {spec!r}: allowed {', '.join(WORKLOAD_KINDS)} (random kinds as random_ranges:M)")
-    if kind.startswith("random"):
-        if not count.isdigit() or int(count) < 1:
-            raise ValueError(f"--workload {spec!r}: give the number of queries, e.g. {kind}:1000")
-        return make_workload({"kind": kind, "queries": int(count), "seed": seed}, shape)
-    if count:
-        raise ValueError(f"--workload {spec!r}: only random kinds take a count")
-    return make_workload({"kind": kind}, shape)
+    try:
+        return workloads.from_spec(spec, shape, seed)
+    except SpecError as err:
+        raise SpecError(f"--workload: {err}") from None
 
 
 @main.command()
@@ -188,9 +190,9 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
     clamped with --outside clamp (the count of clamped records goes to standard error for the data
     owner; it is not private and is not part of the release).
     """
-    from .evaluation.suite import make_policy
-
     try:
+        if output is not None and not (output.parent.is_dir() and os.access(output.parent, os.W_OK)):
+            raise ValueError(f"--output {output}: its folder does not exist or is not writable (checked before any noise is drawn)")
         if column is not None:
             if lower is None or upper is None:
                 raise ValueError("--column needs the domain bounds --lower and --upper (they must not come from the data)")
@@ -202,28 +204,22 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
                 raise ValueError("--lower/--upper apply to records (--column); a histogram's cells are its domain")
             x = _read_histogram(data)
         shape = tuple(np.shape(x))
-        release = answer(_build_workload(workload_spec, shape, workload_seed, ranges_file), x, make_policy(policy_spec, shape),
+        release = answer(_build_workload(workload_spec, shape, workload_seed, ranges_file), x, _policy(policy_spec, shape),
                          epsilon, mechanism, rng=seed)
     except (ValueError, TypeError, OSError) as err:
         _fail(err)
-    meta = {
-        "epsilon": release.epsilon, "policy": release.policy.name, "mechanism": release.mechanism, "route": release.route,
-        "tree": release.tree, "stretch": release.stretch, "workload": release.workload,
-        "expected_mse": release.expected_mse, "noise_scale": release.noise_scale, "sampler": release.sampler,
-    }
-    stream = open(output, "w", newline="") if output else sys.stdout
-    try:
+    fields = release.to_dict()
+    with open(output, "w", newline="") if output else contextlib.nullcontext(sys.stdout) as stream:
         if fmt == "json":
-            json.dump({**meta, "answers": release.answers.tolist()}, stream, indent=1)
+            json.dump(fields, stream, indent=1)
             stream.write("\n")
         else:
+            meta = {k: fields[k] for k in ("epsilon", "policy", "mechanism", "route", "tree", "stretch", "workload",
+                                            "expected_mse", "noise_scale", "sampler")}
             writer = csv.writer(stream)
             writer.writerow(["query", "answer", *meta])
-            for i, a in enumerate(release.answers.tolist()):
+            for i, a in enumerate(fields["answers"]):
                 writer.writerow([i, a, *meta.values()])
-    finally:
-        if output:
-            stream.close()
 
 
 @main.command()

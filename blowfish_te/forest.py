@@ -19,13 +19,10 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 from scipy.sparse.linalg import spsolve_triangular
 
+from .errors import CyclicPolicyError
 from .policies import Policy
 
 __all__ = ["CyclicPolicyError", "RootedForest"]
-
-
-class CyclicPolicyError(ValueError):
-    """An operation that needs a forest got a policy graph with a cycle."""
 
 
 class RootedForest:

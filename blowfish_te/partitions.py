@@ -40,7 +40,7 @@ __all__ = [
 
 #: Largest domain for :func:`dawa_partition` (about 80 K noisy piece scores per 4096 cells).
 MAX_DAWA = 2**16
-#: Largest domain for the seed's exact max-weight matching (O(K³)).
+#: Largest domain for Anuarbek's exact max-weight matching (O(K³)).
 MAX_MATCHING = 1024
 #: Data-independent score added to every one-bucket piece, in units of the score noise 2/ε₁.
 BUCKET_GUARD = 3.5
@@ -363,14 +363,14 @@ def noisy_pairing_partition(x, policy: Policy, epsilon: float, epsilon2: float, 
 
 
 def matching_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None) -> np.ndarray:
-    """The seed's matching partition (Anuarbek §5.2): max-weight matching with noisy edge weights.
+    """Anuarbek's matching partition (§5.2): max-weight matching with noisy edge weights.
 
     The seed matches each cell i either with another cell j (pair weight
     p_ij = -(|x_i - x_j| + 1/ε₂)) or with a secondary twin of its own (t_i = -1/ε₂), every weight
     with Laplace(2/ε) noise, and takes a max-weight perfect matching of that 2K-vertex graph (twins
     left over pair up at weight 0). A perfect matching weighs Σ_i t_i + Σ_pairs (p_ij - t_i - t_j),
     so the same buckets (size <= 2) come from a max-weight matching on the K cells with weights
-    p_ij - t_i - t_j, keeping only positive ones: half the vertices of the seed's graph. Exact
+    p_ij - t_i - t_j, keeping only positive ones: half the vertices of Anuarbek's graph. Exact
     blossom algorithm of networkx, O(K³) in Python: about 6 s at K = 256, a minute at 512, several
     minutes at the limit K = 1024.
 

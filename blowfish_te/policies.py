@@ -24,6 +24,7 @@ from scipy.sparse import csgraph
 from ._graph import signed_incidence
 from ._grid import offset_pairs, positive_offsets, shape_label as _fmt
 from ._validation import as_array, check_int, check_shape, check_size, is_int
+from .errors import SpecError
 
 __all__ = [
     "BOTTOM",
@@ -40,6 +41,8 @@ __all__ = [
     "partition",
     "from_networkx",
     "from_edges",
+    "from_spec",
+    "SPEC_FORMS",
 ]
 
 #: Refuse to list more edges than this in one array (16 bytes each); use ``edge_blocks`` instead.
@@ -118,6 +121,25 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _arrays(block) -> tuple[np.ndarray, ...]:
+    if isinstance(block, PairEdges):
+        return block.u, block.v
+    return (block.cells,) if isinstance(block, CliqueEdges) else ()
+
+
+def _private_copy(block):
+    """The block with copies of the caller's arrays (int64), so later edits cannot reach the policy."""
+    if isinstance(block, PairEdges):
+        return PairEdges(np.array(block.u, dtype=np.int64), np.array(block.v, dtype=np.int64))
+    if isinstance(block, CliqueEdges):
+        return CliqueEdges(np.array(block.cells, dtype=np.int64))
+    return block
+
+
+def _restore(shape, blocks, has_bottom, name) -> Policy:
+    return Policy._trusted(shape, [_private_copy(b) for b in blocks], has_bottom=has_bottom, name=name)
+
+
 def _check_block(block, shape: tuple[int, ...], k: int, has_bottom: bool) -> None:
     """Raise unless ``block`` is a well-formed edge block for the grid ``shape``."""
     if isinstance(block, OffsetEdges):
@@ -170,7 +192,7 @@ class Policy:
         k = math.prod(shape)
         for block in blocks:
             _check_block(block, shape, k, bool(has_bottom))
-        self._init(shape, blocks, has_bottom, name)
+        self._init(shape, [_private_copy(b) for b in blocks], has_bottom, name)
         e = self.edges
         if e.shape[0] and np.unique(e[:, 0] * (k + 1) + e[:, 1]).size != e.shape[0]:
             raise ValueError("blocks list some edge more than once; each edge must appear in one block only")
@@ -183,6 +205,9 @@ class Policy:
         return self
 
     def _init(self, shape, blocks, has_bottom, name) -> None:
+        for block in blocks:  # arrays the policy owns: nobody may edit them after use
+            for array in _arrays(block):
+                array.flags.writeable = False
         object.__setattr__(self, "_shape", shape)
         object.__setattr__(self, "_blocks", tuple(b for b in blocks if b.count(shape) > 0))
         object.__setattr__(self, "_has_bottom", bool(has_bottom))
@@ -191,6 +216,10 @@ class Policy:
 
     def __setattr__(self, key, value):
         raise AttributeError("Policy objects are immutable")
+
+    def __reduce__(self):
+        # pickle and copy rebuild from the blocks (the caches are not carried over)
+        return (_restore, (self._shape, self._blocks, self._has_bottom, self._name))
 
     # -- basic attributes -------------------------------------------------------------------
     @property
@@ -555,6 +584,44 @@ def from_networkx(graph, shape=None) -> Policy:
         has_bottom=has_bottom,
         name=f"from_networkx({_fmt(shape)}, {block.u.size} edges{', BOTTOM' if has_bottom else ''})",
     )
+
+
+#: The policy specs :func:`from_spec` reads (the CLI's ``--policy`` and suite files use them).
+SPEC_FORMS = ("unbounded", "complete", "attribute", "line", "threshold:θ", "threshold:full", "grid:θ")
+
+
+def from_spec(spec: str, shape) -> Policy:
+    """The policy named by ``spec`` on a domain of ``shape`` (an int for 1-D).
+
+    ``unbounded`` and ``complete`` (DP, unbounded and bounded), ``attribute``, ``line``,
+    ``threshold:θ`` and ``threshold:full`` (1-D), ``grid:θ``. Raises :class:`SpecError` naming
+    what is allowed.
+
+    >>> from_spec("threshold:16", 4096).name
+    'threshold(4096, theta=16)'
+    """
+    if not isinstance(spec, str):
+        raise SpecError(f"policy spec must be a string such as 'line' or 'threshold:16', got {type(spec).__name__}")
+    try:
+        shape = check_shape(shape, "shape")
+    except (TypeError, ValueError) as err:
+        raise SpecError(f"policy {spec!r}: {err}") from None
+    kind, colon, arg = spec.partition(":")
+    if kind in ("unbounded", "complete", "attribute", "line") and not colon:
+        if kind == "line":
+            if len(shape) != 1:
+                raise SpecError(f"policy 'line' needs a 1-D domain, got shape {shape}; use grid:1")
+            return line(shape[0])
+        return {"unbounded": unbounded, "complete": complete, "attribute": attribute}[kind](shape)
+    if kind in ("threshold", "grid") and colon:
+        if kind == "threshold" and len(shape) != 1:
+            raise SpecError(f"policy {spec!r} needs a 1-D domain, got shape {shape}; use grid:θ")
+        if kind == "threshold" and arg == "full":
+            return complete(shape)
+        if not arg.isdigit() or int(arg) < 1:
+            raise SpecError(f"policy {spec!r}: θ must be a positive integer{' or full' if kind == 'threshold' else ''}")
+        return threshold(shape[0], int(arg)) if kind == "threshold" else grid(shape, int(arg))
+    raise SpecError(f"unknown policy {spec!r}; allowed: {', '.join(SPEC_FORMS)}")
 
 
 def check_policy(policy, name: str = "policy") -> Policy:

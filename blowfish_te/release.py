@@ -87,10 +87,7 @@ def _resolve_tree(policy: Policy, tree) -> Policy:
     if isinstance(tree, Policy):
         return tree
     if isinstance(tree, str):
-        named = tree_lib.candidates(policy)
-        if tree not in named:
-            raise ValueError(f"unknown tree {tree!r} for {policy.name}; known trees: {', '.join(sorted(named))}")
-        return named[tree]
+        return tree_lib.named(policy, tree)
     raise TypeError(f"tree must be a forest Policy or a tree name, got {type(tree).__name__}")
 
 
@@ -194,6 +191,17 @@ class Release:
     noise_scale: float | None
     choice: str = field(repr=False)
 
+    def to_dict(self) -> dict:
+        """The release as plain JSON types: answers as a list, the policy by name, the disclosed
+        component totals keyed by their cell (as a string, JSON's only key type)."""
+        return {
+            "answers": self.answers.tolist(), "epsilon": self.epsilon, "policy": self.policy.name,
+            "mechanism": self.mechanism, "route": self.route, "tree": self.tree, "stretch": self.stretch,
+            "workload": self.workload, "component_totals": {str(k): int(v) for k, v in self.component_totals.items()},
+            "sampler": self.sampler, "secure": self.secure, "expected_mse": self.expected_mse,
+            "sensitivity": self.sensitivity, "noise_scale": self.noise_scale, "choice": self.choice,
+        }
+
 
 def _policy_totals(policy: Policy, x: np.ndarray) -> dict[int, int]:
     """Record totals of the policy's components without ⊥, keyed by their last cell."""
@@ -243,7 +251,7 @@ def answer(
         reproducible). A Generator or seed: the fast floating-point path, reproducible
         (``secure=False``).
     route : ``"auto"``, ``"transform"`` or ``"exact"`` (see the module docstring)
-    tree : a forest Policy or the name of a tree from ``trees.candidates(policy)``; forces the
+    tree : a forest Policy or a tree name of ``trees.TREES`` (``"stars"``, ``"bfs"``, ``"hub"``, ...); forces the
         transform route through that tree, at ε / stretch.
 
     Privacy: transform route — the mechanism is (ε/ℓ)-DP for unit changes of x_T, hence (ε/ℓ, T)-

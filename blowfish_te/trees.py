@@ -35,6 +35,8 @@ __all__ = [
     "shortest_path",
     "mst",
     "candidates",
+    "named",
+    "TREES",
     "edge_span",
 ]
 
@@ -70,7 +72,7 @@ def line(shape) -> Policy:
     """The cells in row-major order, joined in a path (for 1-D threshold graphs, ℓ = θ)."""
     shape = check_shape(shape)
     k = math.prod(shape)
-    return _forest(shape, np.arange(k - 1), np.arange(1, k), f"line_tree({_fmt(shape)})")
+    return _forest(shape, np.arange(k - 1), np.arange(1, k), f"line({_fmt(shape)})")
 
 
 def hub(k: int, theta: int) -> Policy:
@@ -234,7 +236,7 @@ def _build_candidates(policy: Policy) -> dict[str, Policy]:
     one_d_offsets = len(shape) == 1 and all(isinstance(b, OffsetEdges) for b in blocks)
     cliques = any(isinstance(b, CliqueEdges) for b in blocks)
     sparse = policy.num_edges <= 16 * policy.size
-    trees = {"star": stars(policy)}
+    trees = {"stars": stars(policy)}
     if sparse and not (one_d_offsets or cliques):
         trees.update(bfs=bfs(policy), mst=mst(policy))
     if policy.touches_bottom:
@@ -248,6 +250,44 @@ def _build_candidates(policy: Policy) -> dict[str, Policy]:
         trees["snake"] = snake(shape)
         trees["comb"] = comb(shape)
     return trees
+
+
+def _line_of(policy: Policy) -> Policy:
+    return line(policy.shape)
+
+
+def _hub_of(policy: Policy) -> Policy:
+    if policy.ndim != 1:
+        raise ValueError(f"the hub tree is for 1-D policies; {policy.name} has shape {policy.shape}")
+    return hub(policy.size, max(edge_span(policy), 1))
+
+
+def _snake_of(policy: Policy) -> Policy:
+    return snake(policy.shape)
+
+
+def _comb_of(policy: Policy) -> Policy:
+    return comb(policy.shape)
+
+
+#: Spanning forests by name, built from a policy: the names ``tree=`` accepts, the prefixes of the
+#: tree names releases report, and what errors suggest.
+TREES = {
+    "stars": stars, "bfs": bfs, "shortest_path": shortest_path, "mst": mst,
+    "line": _line_of, "hub": _hub_of, "snake": _snake_of, "comb": _comb_of,
+}
+
+
+def named(policy: Policy, name: str) -> Policy:
+    """The tree ``name`` of :data:`TREES` for ``policy``: the cached candidate when it is one (so
+    releases share its transform), else built on demand."""
+    check_policy(policy)
+    if not isinstance(name, str) or name not in TREES:
+        raise ValueError(f"unknown tree {name!r} for {policy.name}; known trees: {', '.join(TREES)}")
+    tree = candidates(policy).get(name) or TREES[name](policy)
+    if policy.touches_bottom and not tree.has_bottom:
+        raise ValueError(f"tree {name!r} has no BOTTOM vertex, which {policy.name} needs; use 'stars', 'bfs' or 'mst'")
+    return tree
 
 
 def edge_span(policy: Policy) -> int:

@@ -1,4 +1,4 @@
-"""The empirical privacy auditor (issue 7, items 2 and 3): pairs, Clopper–Pearson bounds, controls
+"""The empirical privacy auditor: pairs, Clopper–Pearson bounds, controls
 that must FAIL (halved noise, a sensitivity missing one policy edge, distance-2 pairs judged against
 ε, data-dependent zeroing), correct mechanisms that must PASS, and the CI sweep."""
 
@@ -68,7 +68,7 @@ POLICIES = [
 @pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.name)
 @pytest.mark.parametrize("distance", [1, 2])
 def test_generated_pairs_move_one_record_between_vertices_at_the_distance(policy, distance):
-    tree = trees.candidates(policy)["star"] if not policy.is_forest else None
+    tree = trees.candidates(policy)["stars"] if not policy.is_forest else None
     pairs = neighbour_pairs(policy, per_kind=2, distance=distance, tree=tree, rng=1)
     assert pairs
     k = policy.size
@@ -318,7 +318,7 @@ def test_sweep_arguments_are_checked():
 
 
 def test_sweep_ci_every_mechanism_under_every_policy_passes():
-    """Item 3: every mechanism × {line, threshold, grid, unbounded}, seeded; skipped: the 1-D native
+    """Every mechanism × {line, threshold, grid, unbounded}, seeded; skipped: the 1-D native
     mechanisms on the grid, and MWEM and Uniform under every policy but unbounded DP."""
     rows = sweep("ci")
     print(sweep_table(rows))

@@ -233,7 +233,7 @@ def test_matching_partition_pairs_close_counts_and_refuses_large_domains():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_matching_partition_equals_the_seeds_twin_graph(seed):
-    """The K-vertex reduction gives the buckets of the seed's 2K-vertex perfect matching
+    """The K-vertex reduction gives the buckets of Anuarbek's 2K-vertex perfect matching
     (cells, twins, weight-0 twin edges) on the same noisy weights; the weight is compared, since
     ties could pick other buckets of equal weight."""
     k, eps, eps2 = 9, 0.7, 0.4
@@ -349,7 +349,7 @@ def test_record_models_run_under_dp_and_are_refused_under_other_policies(mech):
     x = datasets.synthetic(k, 400, rng=0)
     w = wl.prefix(k)
     assert bt.answer(w, x, policies.unbounded(k), 1.0, mech, rng=1).answers.shape == (k,)
-    assert bt.answer(w, x, policies.complete(k), 1.0, mech, rng=1, tree="star").stretch == 2
+    assert bt.answer(w, x, policies.complete(k), 1.0, mech, rng=1, tree="stars").stretch == 2
     for policy, tree in ((policies.line(k), None), (policies.threshold(k, 3), "hub"), (policies.grid((8, 8)), None)):
         with pytest.raises(ValueError, match="records.*x_G.*DP policy.*dawa.*partition_then_transform") as info:
             bt.answer(wl.prefix(policy.shape), x.reshape(policy.shape), policy, 1.0, mech, rng=1, tree=tree)

@@ -292,8 +292,8 @@ def test_cli_run_on_records_never_drops_one(tmp_path):
     (["--column", "age", "--lower", "9", "--upper", "0"], "--upper (0) must be >= --lower (9)"),
     (["--column", "score", "--lower", "0", "--upper", "9"], "is not an integer"),
     (["--column", "blank", "--lower", "0", "--upper", "9"], "is not a number"),
-    (["--column", "age", "--lower", "0", "--upper", "99", "--policy", "circle"], "unknown policy 'circle'"),
-    (["--column", "age", "--lower", "0", "--upper", "99", "--workload", "cubes"], "--workload 'cubes'"),
+    (["--column", "age", "--lower", "0", "--upper", "99", "--policy", "circle"], "--policy: unknown policy 'circle'"),
+    (["--column", "age", "--lower", "0", "--upper", "99", "--workload", "cubes"], "--workload: unknown workload 'cubes'"),
     (["--column", "age", "--lower", "0", "--upper", "99", "--workload", "random_ranges"], "number of queries"),
     (["--column", "age", "--lower", "0", "--upper", "99", "--mechanism", "telepathy"], "unknown mechanism 'telepathy'"),
 ])

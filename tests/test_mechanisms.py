@@ -263,7 +263,7 @@ def test_policy_svd_bound_is_below_every_blowfish_candidate(policy):
 
 
 def test_line_policy_prefixes_reach_two_over_epsilon_squared():
-    """Item 8: under line(4096) the transformed prefix workload reaches MSE 2/ε² per query (RMSE ≈ 14
+    """Under line(4096) the transformed prefix workload reaches MSE 2/ε² per query (RMSE ≈ 14
     at ε = 0.1), far below the best DP strategy (HB, MSE ≈ 22 240)."""
     k, eps = 4096, 0.1
     w = wl.prefix(k)

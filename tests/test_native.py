@@ -1,4 +1,4 @@
-"""Blowfish-native mechanisms of the seed's §7, against its Thm 7.1 and eqs. (13)-(15)."""
+"""Blowfish-native mechanisms of He et al. (SIGMOD 2014) §7, against its Thm 7.1 and eqs. (13)-(15)."""
 
 import math
 
@@ -41,8 +41,8 @@ def test_constrained_inference_never_hurts_cumulative_counts():
 
 @pytest.mark.parametrize("k, theta, fanout", [(64, 4, 4), (64, 16, 4), (100, 10, 3), (256, 16, 16), (256, 64, 16)])
 def test_ordered_hierarchical_sensitivities_and_eq_15(k, theta, fanout):
-    """Δ_S = 1 and Δ_H = 2⌈log_f θ⌉ from the edges, as the seed's proof counts them; the split is
-    eq. (15)'s; the exact least-squares error stays below the seed's estimate (its eq. 15 sums the
+    """Δ_S = 1 and Δ_H = 2⌈log_f θ⌉ from the edges, as the paper's proof counts them; the split is
+    eq. (15)'s; the exact least-squares error stays below the paper's estimate (its eq. 15 sums the
     errors of single estimators, least squares combines all measurements)."""
     mech, policy = M.OrderedHierarchical(fanout=fanout), policies.threshold(k, theta)
     groups, _ = mech._plan(policy, 1.0)

@@ -212,3 +212,37 @@ def test_partition_with_large_and_small_blocks(sizes):
     pol = policies.partition(labels)
     assert edge_set(pol) == brute_edges("partition", (labels.size,), labels=labels)
     assert pol.num_edges == sum(s * (s - 1) // 2 for s in sizes)
+
+
+def test_policies_own_read_only_copies_of_their_edges():
+    """Editing the arrays a policy was built from, after a release, must not change it: a line
+    once turned into a star this way and kept its cached Δ = 1 (true Δ = 3)."""
+    u, v = np.arange(3), np.arange(1, 4)
+    policy = policies.Policy(4, [policies.PairEdges(u, v)])
+    before = answers_sensitivity(policy)
+    u[:] = 0
+    v[:] = [1, 2, 3]
+    assert np.array_equal(policy.edges, [[0, 1], [1, 2], [2, 3]]) and answers_sensitivity(policy) == before
+    for block in policy.edge_blocks:
+        with pytest.raises(ValueError, match="read-only"):
+            block.u[0] = 2
+    with pytest.raises(ValueError, match="read-only"):
+        policy.edges[0, 0] = 3
+
+
+def answers_sensitivity(policy):
+    from blowfish_te import answer, workloads
+
+    return answer(workloads.identity(policy.shape), np.ones(policy.size, int), policy, 1.0, "laplace", rng=0).sensitivity
+
+
+@pytest.mark.parametrize("policy", [policies.line(9), policies.unbounded((3, 3)), policies.complete(6),
+                                    policies.partition([0, 0, 1, 2, 2, 2]), policies.from_edges(5, [(0, 4), (1, 2)])])
+def test_policies_pickle_and_copy(policy):
+    import copy
+    import pickle
+
+    for clone in (pickle.loads(pickle.dumps(policy)), copy.deepcopy(policy), copy.copy(policy)):
+        assert clone.name == policy.name and clone.shape == policy.shape and clone.has_bottom == policy.has_bottom
+        assert np.array_equal(clone.edges, policy.edges) and not clone.edges.flags.writeable
+        assert all(not a.flags.writeable for b in clone.edge_blocks for a in vars(b).values() if isinstance(a, np.ndarray))

@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import numpy as np
@@ -212,3 +213,18 @@ def test_zero_sensitivity_releases_say_no_noise_was_drawn():
     release = answer(totals, np.arange(12), policies.partition(labels), 1.0, "laplace", rng=0, route="exact")
     assert release.sensitivity == 0 and release.sampler.startswith("none")
     assert np.array_equal(release.answers, [6, 22, 38])
+
+
+def test_releases_pickle_and_have_a_json_form():
+    import json
+    import pickle
+
+    x = np.arange(8) % 3
+    release = answer(wl.prefix(8), x, policies.threshold(8, 2), 1.0, "hb", rng=3)
+    clone = pickle.loads(pickle.dumps(release))
+    assert np.array_equal(clone.answers, release.answers) and clone.policy.name == release.policy.name
+    assert clone.choice == release.choice and clone.tree == release.tree
+    data = json.loads(json.dumps(release.to_dict()))
+    assert data["answers"] == release.answers.tolist() and data["policy"] == "threshold(8, theta=2)"
+    assert data["component_totals"] == {str(k): v for k, v in release.component_totals.items()}
+    assert set(data) == {f.name for f in dataclasses.fields(release)}

@@ -2,6 +2,7 @@
 privacy-loss check of every linear route on tiny domains."""
 
 import itertools
+import re
 import math
 
 import numpy as np
@@ -86,7 +87,7 @@ def _routes(policy):
 @pytest.mark.parametrize("policy", TINY, ids=lambda p: p.name)
 @pytest.mark.parametrize("mechanism", ["identity", "laplace"])
 def test_every_linear_route_is_epsilon_blowfish_on_tiny_domains(policy, mechanism):
-    """Item 6: the exact worst-case privacy loss over all neighbour pairs is at most ε, for the tree
+    """The exact worst-case privacy loss over all neighbour pairs is at most ε, for the tree
     routes at ε/ℓ and for the exact route; some route attains ε, so the bound is tight."""
     eps = 0.7
     rng = np.random.default_rng(policy.size)
@@ -136,7 +137,7 @@ def test_tree_route_runs_the_mechanism_at_epsilon_over_stretch():
 
 def test_expected_error_scales_with_the_stretch_squared():
     w, policy = wl.random_ranges(200, 300, rng=1), policies.threshold(200, 8)
-    for name in ["hub", "line", "star"]:
+    for name in ["hub", "line", "stars"]:
         chosen = plan(w, policy, 1.0, "identity", tree=name).chosen
         tr = transform(policy, chosen.tree)
         unit = get_mechanism("identity").expected_error(tr.workload(w), 1.0) / w.num_queries
@@ -177,6 +178,31 @@ def test_tree_arguments():
         answer(w, np.zeros(10, int), policy, 1.0, route="exact", tree="hub")
     with pytest.raises(TypeError, match="tree"):
         answer(w, np.zeros(10, int), policy, 1.0, tree=3)
+
+
+@pytest.mark.parametrize("policy", [policies.threshold(12, 3), policies.grid((3, 4)), policies.unbounded(12)])
+def test_tree_names_are_one_table_for_errors_releases_and_arguments(policy):
+    """The name an error suggests is accepted, and a release's tree name starts with the name that
+    reproduces it."""
+    x = np.arange(12) % 5
+    for name in trees.TREES:
+        try:
+            tree = trees.named(policy, name)
+        except ValueError:  # a tree that does not fit this domain (hub in 2-D, line without ⊥)
+            continue
+        release = answer(wl.prefix(policy.shape), x, policy, 1.0, "identity", rng=0, tree=name)
+        assert release.tree == tree.name and release.tree.split("(")[0] == name
+    if not policy.is_forest:
+        class Probe(Mechanism):
+            name = "probe_tree_names"
+
+            def run(self, workload, x, epsilon, rng=None):
+                return workload @ x
+
+        with pytest.raises(bt.CyclicPolicyError) as refused:
+            answer(wl.prefix(policy.shape), x, policy, 1.0, Probe(), rng=0)
+        suggested = re.search(r"tree='(\w+)'", str(refused.value)).group(1)
+        assert answer(wl.prefix(policy.shape), x, policy, 1.0, Probe(), rng=0, tree=suggested).route == "transform"
 
 
 REFERENCE = {4: 72, 16: 180, 64: 600}
@@ -233,7 +259,7 @@ def test_large_cliques_never_list_their_edges():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 400 * 2**20
-    assert set(named) == {"star", "line", "hub"} and trees.stretch(complete, named["star"], histogram=False).maximum == 2
+    assert set(named) == {"stars", "line", "hub"} and trees.stretch(complete, named["stars"], histogram=False).maximum == 2
     assert the_plan.chosen.stretch == 2 or the_plan.chosen.route == "exact"
 
 

@@ -155,12 +155,12 @@ def test_star_stretch_is_two_on_connected_policies():
 
 
 def test_candidates_by_policy_kind():
-    assert set(trees.candidates(policies.threshold(50, 4))) == {"hub", "line", "star"}
-    assert set(trees.candidates(policies.complete(9))) == {"hub", "line", "star"}
-    assert set(trees.candidates(policies.grid((5, 5)))) == {"bfs", "mst", "snake", "comb", "line", "star"}
+    assert set(trees.candidates(policies.threshold(50, 4))) == {"hub", "line", "stars"}
+    assert set(trees.candidates(policies.complete(9))) == {"hub", "line", "stars"}
+    assert set(trees.candidates(policies.grid((5, 5)))) == {"bfs", "mst", "snake", "comb", "line", "stars"}
     assert {"bfs", "mst"} <= set(trees.candidates(policies.partition([0, 0, 1, 1])))
     with_bottom = trees.candidates(policies.from_edges(3, [[0, 1], [1, 2], [2, 3], [0, 3]]))
-    assert set(with_bottom) == {"bfs", "mst", "star"}
+    assert set(with_bottom) == {"bfs", "mst", "stars"}
     line = policies.line(5)
     assert trees.candidates(line)["line"] is trees.candidates(line)["line"]  # cached on the policy
 

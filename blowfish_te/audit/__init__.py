@@ -1,4 +1,4 @@
-"""Empirical privacy auditing of Blowfish mechanisms (issue 7).
+"""Empirical privacy auditing of Blowfish mechanisms.
 
 ``audit(mechanism, policy, workload, epsilon)`` runs a mechanism many times on G-neighbour pairs
 (:func:`neighbour_pairs`), chooses an event on a selection sample and bounds the privacy loss from

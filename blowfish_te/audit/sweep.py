@@ -1,4 +1,4 @@
-"""Audit every mechanism under the standard policies (issue 7, item 3).
+"""Audit every mechanism under the standard policies.
 
 ``sweep("ci")`` runs :func:`~blowfish_te.audit.audit` for every mechanism of
 :data:`blowfish_te.mechanisms.MECHANISMS` (default parameters), the parametrised ones
@@ -111,7 +111,7 @@ def sweep_policies(config: SweepConfig) -> dict[str, tuple[Policy, Workload]]:
 def _spanning_tree(policy: Policy) -> str:
     """The tree a data-dependent mechanism runs through on a cyclic policy: hub, else comb, bfs, star."""
     named = trees.candidates(policy)
-    return next(name for name in ("hub", "comb", "bfs", "star") if name in named)
+    return next(name for name in ("hub", "comb", "bfs", "stars") if name in named)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,9 @@ import numpy as np
 from .. import datasets
 from ..metrics import per_query_mse, scaled_l2_error
 from ..release import answer
-from .suite import Suite, SuiteError, make_policy, make_workload, policy_theta
+from .. import policies as pol
+from .. import workloads as wl
+from .suite import Suite, SuiteError, policy_theta
 
 __all__ = ["Cell", "COLUMNS", "cells", "run_suite", "read_rows"]
 
@@ -112,13 +114,13 @@ class _Context:
     def workload(self, shape):
         key = ("workload", shape)
         if key not in self.objects:
-            self.objects[key] = make_workload(self.suite.workload, shape)
+            self.objects[key] = wl.from_spec(self.suite.workload, shape)
         return self.objects[key]
 
     def policy(self, spec: str, shape):
         key = ("policy", spec, shape)
         if key not in self.objects:
-            self.objects[key] = make_policy(spec, shape)
+            self.objects[key] = pol.from_spec(spec, shape)
         return self.objects[key]
 
     def run(self, cell: Cell) -> dict:

@@ -47,24 +47,20 @@ from dataclasses import dataclass, field
 
 from .. import policies as pol
 from .. import workloads as wl
+from ..errors import SpecError, SuiteError
 from ..mechanisms import MECHANISMS, Mechanism
 from ..policies import Policy
 
-__all__ = ["MechanismSpec", "SUITES_DIR", "Suite", "SuiteError", "load_suite", "make_policy", "make_workload", "parse_suite", "policy_theta"]
+__all__ = ["SUITES_DIR", "MechanismSpec", "Suite", "SuiteError", "load_suite", "parse_suite", "policy_theta"]
 
 #: The repository's folder of experiment suites (top-level ``workloads/``).
 SUITES_DIR = pathlib.Path(__file__).resolve().parents[2] / "workloads"
 
-WORKLOAD_KINDS = ("identity", "prefix", "all_ranges", "random_ranges", "random_rects")
 _TOP = {"name", "description", "master_seed", "trials", "epsilons", "policies", "data", "workload", "mechanisms", "tiny"}
 _DATA = {"datasets", "domain", "scales", "data_seeds"}
 _WORKLOAD = {"kind", "queries", "seed"}
 _MECHANISM = {"name", "label", "params", "policies", "epsilon_factor", "tree"}
 _TINY = {"datasets", "domain", "scales", "data_seeds", "trials", "epsilons", "policies", "queries", "mechanisms"}
-
-
-class SuiteError(ValueError):
-    """A suite file that cannot be run, with the key that is wrong and what is allowed."""
 
 
 @dataclass(frozen=True)
@@ -135,53 +131,12 @@ def _int(where: str, key: str, value, minimum: int) -> int:
     return value
 
 
-def make_policy(spec: str, shape: tuple[int, ...]) -> Policy:
-    """The policy a suite names, on a domain of ``shape``: ``unbounded``, ``complete``, ``line``,
-    ``threshold:θ``, ``threshold:full`` (the complete graph: bounded DP) or ``grid:θ``."""
-    kind, _, arg = spec.partition(":")
-    if kind in ("unbounded", "complete", "line") and not arg:
-        if kind == "line":
-            if len(shape) != 1:
-                raise SuiteError(f"policy 'line' needs a 1-D domain, got shape {shape}")
-            return pol.line(shape[0])
-        return getattr(pol, kind)(shape)
-    if kind in ("threshold", "grid"):
-        if kind == "threshold" and arg == "full":
-            return pol.complete(shape)
-        if not arg.isdigit() or int(arg) < 1:
-            raise SuiteError(f"policy {spec!r}: θ must be a positive integer{' or full' if kind == 'threshold' else ''}")
-        if kind == "threshold":
-            if len(shape) != 1:
-                raise SuiteError(f"policy {spec!r} needs a 1-D domain, got shape {shape}; use grid:θ")
-            return pol.threshold(shape[0], int(arg))
-        return pol.grid(shape, int(arg))
-    raise SuiteError(f"unknown policy {spec!r}; allowed: unbounded, complete, line, threshold:θ, threshold:full, grid:θ")
-
-
 def policy_theta(spec: str, shape: tuple[int, ...]) -> float | None:
     """θ of a threshold or grid policy (``full`` counts as the domain size), else None."""
     kind, _, arg = spec.partition(":")
     if kind not in ("threshold", "grid"):
         return None
     return float(shape[0] if arg == "full" else int(arg))
-
-
-def make_workload(spec: dict, shape: tuple[int, ...]):
-    """The workload a suite names, on a domain of ``shape``."""
-    kind = spec["kind"]
-    if kind in ("all_ranges", "random_ranges") and len(shape) != 1:
-        raise SuiteError(f"workload {kind!r} needs a 1-D domain, got shape {shape}; use random_rects")
-    if kind == "random_rects" and len(shape) != 2:
-        raise SuiteError(f"workload 'random_rects' needs a 2-D domain, got shape {shape}")
-    if kind == "identity":
-        return wl.identity(shape)
-    if kind == "prefix":
-        return wl.prefix(shape)
-    if kind == "all_ranges":
-        return wl.all_ranges(shape[0])
-    if kind == "random_ranges":
-        return wl.random_ranges(shape[0], spec["queries"], rng=spec["seed"])
-    return wl.random_rects(shape, spec["queries"], rng=spec["seed"])
 
 
 def _mechanism(where: str, entry, policies: tuple[str, ...]) -> MechanismSpec:
@@ -276,8 +231,8 @@ def parse_suite(raw: dict, where: str = "suite", tiny: bool = False) -> Suite:
     if scales is None and data_seeds != 1:
         _fail(where, "data_seeds needs scales: without sampling there is one dataset")
     kind = work.get("kind")
-    if kind not in WORKLOAD_KINDS:
-        _fail(f"{where} [workload]", f"unknown kind {kind!r}; allowed: {', '.join(WORKLOAD_KINDS)}")
+    if kind not in wl.KINDS:
+        _fail(f"{where} [workload]", f"unknown kind {kind!r}; allowed: {', '.join(wl.KINDS)}")
     workload = {"kind": kind}
     if kind.startswith("random"):
         workload["queries"] = _int(f"{where} [workload]", "queries", merged.get("queries"), 1)
@@ -285,7 +240,10 @@ def parse_suite(raw: dict, where: str = "suite", tiny: bool = False) -> Suite:
     elif "queries" in work or "seed" in work:
         _fail(f"{where} [workload]", f"queries and seed apply to random workloads only, not {kind!r}")
     for spec in policies:
-        make_policy(spec, domain or ((8, 8) if spec.startswith("grid") else (8,)))  # syntax only
+        try:
+            pol.from_spec(spec, domain or ((8, 8) if spec.startswith("grid") else (8,)))  # syntax only
+        except SpecError as err:
+            _fail(where, str(err))
     entries = raw["mechanisms"]
     if not isinstance(entries, list) or not entries:
         _fail(where, "mechanisms must be a non-empty list")

@@ -164,8 +164,8 @@ def _weighted_sensitivity(groups) -> float:
 
 
 def oh_constants(k: int, theta: int, fanout: int) -> tuple[float, float]:
-    """c1 = 4(K - θ)/(K + 1) and c2 = 8(f - 1) h³ · K/(K + 1) of the seed's eq. (14), with the tree
-    height h = ⌈log_f θ⌉ of the seed's construction (8h²/ε_H² per node, (f - 1)h nodes per query)."""
+    """c1 = 4(K - θ)/(K + 1) and c2 = 8(f - 1) h³ · K/(K + 1) of He et al. (SIGMOD 2014) eq. (14), with the tree
+    height h = ⌈log_f θ⌉ of their construction (8h²/ε_H² per node, (f - 1)h nodes per query)."""
     c1 = 4.0 * (k - theta) / (k + 1)
     h = ceil_log(theta, fanout)
     c2 = 8.0 * (fanout - 1) * h**3 * k / (k + 1)
@@ -182,7 +182,7 @@ def oh_optimal_split(k: int, theta: int, fanout: int) -> float:
 
 
 def oh_predicted_error(k: int, theta: int, fanout: int, epsilon: float) -> float:
-    """The seed's per-range-query error at the optimal split, (c1^{1/3} + c2^{1/3})³ / ε² (eq. 15)."""
+    """He et al.'s per-range-query error at the optimal split, (c1^{1/3} + c2^{1/3})³ / ε² (eq. 15)."""
     c1, c2 = oh_constants(k, theta, fanout)
     return (c1 ** (1 / 3) + c2 ** (1 / 3)) ** 3 / epsilon**2
 

@@ -24,7 +24,7 @@ BUCKET_STRATEGIES: tuple[type[LinearMechanism], ...] = (Identity, HB, Privelet)
 PROBE_QUERIES = 256
 #: Per-bucket price of the DAWA partition, in units of 1/ε₂: under a tree transform a bucket total
 #: is the difference of two Laplace(1/ε₂) cumulative counts, of standard deviation 2/ε₂. (Their mean
-#: absolute value, 1.5/ε₂, let more spurious single cells through at ε = 0.001 on the seed's Fig. 4.)
+#: absolute value, 1.5/ε₂, let more spurious single cells through at ε = 0.001 on Anuarbek's Fig. 4.)
 BUCKET_PRICE = 2.0
 #: The partition is used (with this share of ε) only when merging the cells in blocks of
 #: ``LUMPING_BLOCK`` would cut the workload's analytic error under the policy ``MIN_LUMPING_GAIN`` times.
@@ -40,7 +40,7 @@ class PartitionThenTransform(NativeMechanism):
 
     - ``"dawa"``: :func:`blowfish_te.partitions.dawa_partition` at ε₁/2 for unit changes; a move
       along a policy edge is a removal plus an addition, so it is (ε₁, G)-Blowfish for every G;
-    - ``"matching"``: the seed's noisy max-weight matching at ε₁/2, same argument (K <= 1024);
+    - ``"matching"``: Anuarbek's noisy max-weight matching at ε₁/2, same argument (K <= 1024);
     - ``"noisy_pairing"``: counts with Laplace(Δ_G(I)/ε₁), Δ_G(I) from the policy's edges, then the
       optimal pairing of the noisy counts — post-processing.
 
@@ -58,8 +58,8 @@ class PartitionThenTransform(NativeMechanism):
       over its two cells has a quarter of the noise). 0.25 gives the partition DAWA(ε/2)'s budget
       (ε/8 per unit change), so both draw their buckets from the same distribution while the
       transform measures each bucket total with half DAWA(ε/2)'s variance, and on dense data the
-      split costs at most 1/0.75² before buckets win some of it back. On the seed's Fig. 4 suite
-      (``anuarbek_fig4``) the seed's 0.5 lost to DAWA(ε/2) in 14 of 21 cells; 0.25 is below it
+      split costs at most 1/0.75² before buckets win some of it back. On Anuarbek's Fig. 4 suite
+      (``anuarbek_fig4``) Anuarbek's 0.5 lost to DAWA(ε/2) in 14 of 21 cells; 0.25 is below it
       or tied with it (cells whose error is the bias of the shared partitions);
     - 0 otherwise: no partition, all of ε for the bucket stage (then the policy itself). Prefix
       and range queries gain at most 1.8 times from pairs under line, threshold and unbounded

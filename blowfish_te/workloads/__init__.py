@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from .._grid import shape_label as _fmt
 from .._validation import as_array, check_int, check_shape, check_size
+from ..errors import SpecError
 from ..noise import RNGLike, check_rng
 from .all_ranges import AllRanges
 from .base import Workload
@@ -46,6 +47,8 @@ __all__ = [
     "from_matrix",
     "evenly_spaced_queries",
     "as_workload",
+    "from_spec",
+    "KINDS",
 ]
 
 
@@ -156,6 +159,53 @@ def evenly_spaced_queries(workload: Workload, count: int) -> QueryRows:
     count = check_int(count, "count", minimum=1)
     m = workload.num_queries
     return QueryRows(workload, np.unique(np.linspace(0, m - 1, min(count, m)).round().astype(np.int64)))
+
+
+#: The workload kinds :func:`from_spec` builds; the random ones take a query count.
+KINDS = ("identity", "prefix", "all_ranges", "random_ranges", "random_rects")
+
+
+def from_spec(spec, shape, seed: int = 0) -> Workload:
+    """The workload named by ``spec`` on a domain of ``shape`` (an int for 1-D).
+
+    ``spec`` is a kind of :data:`KINDS` — ``"identity"``, ``"prefix"``, ``"all_ranges"`` (1-D),
+    ``"random_ranges:M"`` (1-D) or ``"random_rects:M"`` (2-D) with M queries drawn with ``seed`` —
+    or a mapping ``{"kind": ..., "queries": M, "seed": s}`` as in suite files. Raises
+    :class:`SpecError` naming what is allowed.
+
+    >>> from_spec("random_ranges:2000", 4096).shape
+    (2000, 4096)
+    """
+    if isinstance(spec, str):
+        kind, colon, count = spec.partition(":")
+        if colon and not (count.isdigit() and int(count) >= 1):
+            raise SpecError(f"workload {spec!r}: give a positive number of queries, e.g. {kind}:1000")
+        queries = int(count) if colon else None
+    elif isinstance(spec, dict):
+        kind, queries, seed = spec.get("kind"), spec.get("queries"), spec.get("seed", seed)
+    else:
+        raise SpecError(f"workload spec must be a string such as 'prefix' or 'random_ranges:2000', or a mapping, got {type(spec).__name__}")
+    if kind not in KINDS:
+        raise SpecError(f"unknown workload {kind!r}; allowed: {', '.join(KINDS)} (random kinds as random_ranges:M)")
+    try:
+        shape = check_shape(shape, "shape")
+    except (TypeError, ValueError) as err:
+        raise SpecError(f"workload {kind!r}: {err}") from None
+    if kind.startswith("random") != (queries is not None):
+        raise SpecError(f"workload {kind!r}: " + ("give the number of queries, e.g. " + kind + ":1000"
+                                                 if kind.startswith("random") else "only random kinds take a count"))
+    if kind in ("all_ranges", "random_ranges") and len(shape) != 1:
+        raise SpecError(f"workload {kind!r} needs a 1-D domain, got shape {shape}; use random_rects")
+    if kind == "random_rects" and len(shape) != 2:
+        raise SpecError(f"workload 'random_rects' needs a 2-D domain, got shape {shape}")
+    if kind == "identity":
+        return identity(shape)
+    if kind == "prefix":
+        return prefix(shape)
+    if kind == "all_ranges":
+        return all_ranges(shape[0])
+    builder = random_ranges if kind == "random_ranges" else random_rects
+    return builder(shape[0] if kind == "random_ranges" else shape, queries, rng=seed)
 
 
 def as_workload(workload, name: str = "workload") -> Workload:

@@ -1,0 +1,28 @@
+"""The library's exceptions. Each derives from :class:`BlowfishError`, so ``except BlowfishError``
+catches every refusal of the library, and from :class:`ValueError`, so code written against the
+standard exception keeps working."""
+
+from __future__ import annotations
+
+__all__ = ["BlowfishError", "BudgetExceededError", "CyclicPolicyError", "SpecError", "SuiteError"]
+
+
+class BlowfishError(Exception):
+    """Base class of the exceptions raised by blowfish_te."""
+
+
+class CyclicPolicyError(BlowfishError, ValueError):
+    """An operation that needs a forest got a policy graph with a cycle."""
+
+
+class BudgetExceededError(BlowfishError, ValueError):
+    """A release would spend more ε than the accountant has left; nothing was run or charged."""
+
+
+class SpecError(BlowfishError, ValueError):
+    """A policy or workload named by a string spec (``"threshold:16"``, ``"prefix"``) that does not
+    exist or does not fit the domain; the message lists what is allowed."""
+
+
+class SuiteError(SpecError):
+    """A suite file that cannot be run, with the key that is wrong and what is allowed."""
