@@ -56,11 +56,12 @@ class PartitionThenTransform(NativeMechanism):
     - 0.25 when buckets can pay: :func:`lumping_gain` >= :data:`MIN_LUMPING_GAIN`, i.e. merging
       the cells in pairs would at least halve the analytic error (histograms: a pair's total spread
       over its two cells has a quarter of the noise). 0.25 gives the partition DAWA(ε/2)'s budget
-      (ε/8 per unit change), so both draw their buckets from the same distribution while the
-      transform measures each bucket total with half DAWA(ε/2)'s variance, and on dense data the
-      split costs at most 1/0.75² before buckets win some of it back. On Anuarbek's Fig. 4 suite
-      (``anuarbek_fig4``) Anuarbek's 0.5 lost to DAWA(ε/2) in 14 of 21 cells; 0.25 is below it
-      or tied with it (cells whose error is the bias of the shared partitions);
+      (ε/8 per unit change and the same bucket price), so from one generator state both release
+      the same buckets, while the transform measures each bucket total with half DAWA(ε/2)'s
+      variance; on dense data the split costs at most 1/0.75² before buckets win some of it
+      back. On Anuarbek's Fig. 4 suite (``anuarbek_fig4``, 20 paired trials per cell) 0.25 is
+      below DAWA(ε/2) in 21 of 21 cells and below identity through the transform in 20 (the
+      21st, HEPTH at ε = 0.1, at 1.26 times); Anuarbek's 0.5 is below DAWA(ε/2) in 14;
     - 0 otherwise: no partition, all of ε for the bucket stage (then the policy itself). Prefix
       and range queries gain at most 1.8 times from pairs under line, threshold and unbounded
       policies (their transformed queries touch few counts, or a hierarchy already averages), so
