@@ -8,7 +8,7 @@ Quick start::
     release.answers, release.expected_mse
 """
 
-from . import budget, errors, mechanisms, policies, trees, workloads
+from . import budget, composites, errors, mechanisms, policies, trees, workloads
 from .budget import BudgetAccountant
 from .errors import BlowfishError, BudgetExceededError, CyclicPolicyError, SpecError
 from .mechanisms import LinearMechanism, Mechanism
@@ -37,6 +37,7 @@ __all__ = [
     "Workload",
     "answer",
     "budget",
+    "composites",
     "errors",
     "mechanisms",
     "plan",

@@ -4,7 +4,7 @@ standard exception keeps working."""
 
 from __future__ import annotations
 
-__all__ = ["BlowfishError", "BudgetExceededError", "CyclicPolicyError", "SpecError", "SuiteError"]
+__all__ = ["BlowfishError", "BudgetExceededError", "ContractError", "CyclicPolicyError", "SpecError", "SuiteError"]
 
 
 class BlowfishError(Exception):
@@ -22,6 +22,10 @@ class BudgetExceededError(BlowfishError, ValueError):
 class SpecError(BlowfishError, ValueError):
     """A policy or workload named by a string spec (``"threshold:16"``, ``"prefix"``) that does not
     exist or does not fit the domain; the message lists what is allowed."""
+
+
+class ContractError(BlowfishError, ValueError):
+    """A mechanism that does not keep the plug-in contract (see :func:`blowfish_te.audit.check_mechanism`)."""
 
 
 class SuiteError(SpecError):

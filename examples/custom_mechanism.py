@@ -32,6 +32,6 @@ k = 256
 x = datasets.synthetic(k, 20_000, rng=0)
 W = workloads.random_ranges(k, 500, rng=1)
 for policy in (policies.line(k), policies.threshold(k, 8), policies.unbounded(k)):
-    r = bt.answer(W, x, policy, 1.0, BlocksAndCells(), rng=2)
+    r = bt.answer(W, x, policy, 1.0, "blocks+cells", rng=2)  # registered by its name when defined
     rmse = np.sqrt(np.mean((r.answers - W @ x) ** 2))
     print(f"{policy.name:<24} route {r.route:<9} expected RMSE {np.sqrt(r.expected_mse):7.2f}, measured {rmse:7.2f}")

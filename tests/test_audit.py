@@ -146,7 +146,7 @@ def test_make_pair_rejects_impossible_moves():
 # -- controls that must FAIL, and their correct twins that must PASS ----------------------------
 
 
-class ShrunkNoise(Mechanism):
+class ShrunkNoise(Mechanism, register=False):
     """A broken Identity: calibrated to factor·ε, so it is only (factor·ε)-DP."""
 
     def __init__(self, factor: float = 2.0):
@@ -263,7 +263,7 @@ def test_data_dependent_mechanism_on_a_cyclic_policy_runs_through_the_given_tree
     [
         (dict(epsilon=0), ValueError, "epsilon must be a finite number > 0"),
         (dict(epsilon=-1.0), ValueError, "epsilon must be a finite number > 0"),
-        (dict(mechanism="no-such-mechanism"), ValueError, "mechanism 'no-such-mechanism' is not a known name"),
+        (dict(mechanism="no-such-mechanism"), ValueError, "unknown mechanism 'no-such-mechanism'; known mechanisms"),
         (dict(mechanism=42), TypeError, "mechanism must be a name in MECHANISMS"),
         (dict(n_select=0), ValueError, "n_select must be an integer >= 1"),
         (dict(n_detect=0), ValueError, "n_detect must be an integer >= 1"),

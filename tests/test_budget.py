@@ -16,7 +16,7 @@ X = np.array([3, 0, 1, 4, 1, 5, 9, 2])  # 25 records
 W = wl.prefix(K)
 
 
-class Recording(Mechanism):
+class Recording(Mechanism, register=False):
     """Identity-like mechanism that records every call (its noise is irrelevant here)."""
 
     name = "recording"

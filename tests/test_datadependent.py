@@ -7,14 +7,17 @@ import pathlib
 import networkx as nx
 import numpy as np
 import pytest
+from conftest import graphs
 from hypothesis import given
 from hypothesis import strategies as st
+from test_routes import neighbour_pairs
 
 import blowfish_te as bt
 from blowfish_te import datasets, partitions, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 from blowfish_te._wavelet import RangeSmallestSums
+from blowfish_te.composites import PartitionThenTransform
 from blowfish_te.mechanisms.datadependent import _greedy_clusters
 from blowfish_te.partitions import (
     BUCKET_GUARD,
@@ -28,8 +31,6 @@ from blowfish_te.partitions import (
     optimal_pairing,
     quotient_policy,
 )
-from conftest import graphs
-from test_routes import neighbour_pairs
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "dpbench"
 needs_data = pytest.mark.skipif(not (DATA / "1D" / "HEPTH.npy").exists(), reason="DPBench data not beside the clone")
@@ -467,7 +468,7 @@ def test_dawa_histogram_targets_on_dpbench():
                          ids=lambda p: p.name)
 def test_partition_then_transform_under_every_policy(partition, policy):
     x = datasets.synthetic(32, 500, rng=2).reshape(policy.shape)
-    mech = M.PartitionThenTransform(partition)
+    mech = PartitionThenTransform(partition)
     assert mech.split(wl.identity(policy.shape), policy) == 0.25  # histograms: buckets pay
     release = bt.answer(wl.identity(policy.shape), x, policy, 1.0, mech, rng=0)
     assert release.route == "native" and release.answers.shape == (32,)
@@ -480,7 +481,7 @@ def test_partition_then_transform_answers_the_reduced_workload():
     those of the uniform expansion of the true totals, exact on piecewise-constant data."""
     k = 256
     steps = np.repeat([3, 700, 0, 90], 64)
-    mech = M.PartitionThenTransform(epsilon_split=0.5, estimator=M.HB())
+    mech = PartitionThenTransform(epsilon_split=0.5, estimator=M.HB())
     release = bt.answer(wl.prefix(k), steps, policies.line(k), 1e6, mech, rng=0)
     assert np.allclose(release.answers, np.cumsum(steps), atol=0.5)
     assert release.sensitivity == M.HB().strategy_sensitivity(M.HB().strategy(wl.identity(4)))  # HB's Δ on the buckets
@@ -491,7 +492,7 @@ def test_partition_then_transform_split_rule():
     queries they cannot halve the error under line, threshold or unbounded policies, so the
     whole budget goes to the transform and the mechanism is the best linear one."""
     k = 512
-    mech = M.PartitionThenTransform()
+    mech = PartitionThenTransform()
     for policy in (policies.line(k), policies.threshold(k, 16), policies.unbounded(k)):
         assert mech.split(wl.identity(k), policy) == 0.25
         assert mech.split(wl.prefix(k), policy) == 0.0
@@ -508,7 +509,8 @@ def test_partition_then_transform_shares_dawa_half_budget_buckets_and_halves_the
     DP (ε/8 per unit change, bucket price 2/(0.75ε)): from one generator state both release the
     same buckets; the transform then measures the totals with half the variance, so PtT's error
     is below DAWA(ε/2)'s trial by trial on average."""
-    from blowfish_te.mechanisms import datadependent, ptt
+    from blowfish_te import composites
+    from blowfish_te.mechanisms import datadependent
 
     seen = []
 
@@ -517,7 +519,7 @@ def test_partition_then_transform_shares_dawa_half_budget_buckets_and_halves_the
         return seen[-1]
 
     monkeypatch.setattr(datadependent, "dawa_partition", spy)
-    monkeypatch.setattr(ptt, "dawa_partition", spy)
+    monkeypatch.setattr(composites, "dawa_partition", spy)
     k, eps = 1024, 0.05
     x = datasets.synthetic(k, 50_000, rng=5)
     gaps = []
@@ -532,11 +534,11 @@ def test_partition_then_transform_shares_dawa_half_budget_buckets_and_halves_the
 
 def test_partition_then_transform_arguments():
     with pytest.raises(ValueError, match="partition"):
-        M.PartitionThenTransform("kmeans")
+        PartitionThenTransform("kmeans")
     with pytest.raises(ValueError, match="epsilon_split"):
-        M.PartitionThenTransform(epsilon_split=1.0)
+        PartitionThenTransform(epsilon_split=1.0)
     with pytest.raises(TypeError, match="estimator"):
-        M.PartitionThenTransform(estimator=M.DAWA())
+        PartitionThenTransform(estimator=M.DAWA())
     with pytest.raises(ValueError, match="ratio"):
         M.DAWA(ratio=0)
     with pytest.raises(ValueError, match="total"):

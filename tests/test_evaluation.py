@@ -151,7 +151,7 @@ def test_pivot_table_averages_over_the_other_columns():
     ({"epsilons": [0.1, -1]}, "epsilons must hold numbers > 0"),
     ({"epsilons": []}, "epsilons must be a non-empty list"),
     ({"trials": 0}, "trials must be an integer >= 1"),
-    ({"mechanisms": ["telepathy"]}, "unknown mechanism name 'telepathy'"),
+    ({"mechanisms": ["telepathy"]}, "unknown mechanism 'telepathy'"),
     ({"mechanisms": [{"name": "hb", "params": {"branching": 1}}]}, "refuses params"),
     ({"mechanisms": [{"name": "hb", "colour": "red"}]}, "unknown key.*colour"),
     ({"mechanisms": [{"name": "hb", "policies": ["grid:1"]}]}, "not among the suite's policies"),

@@ -104,7 +104,7 @@ def test_a_policy_without_edges_releases_exact_answers():
     assert np.array_equal(release.answers, [2, 2, 7]) and release.expected_mse == 0
 
 
-class _Recorder(Mechanism):
+class _Recorder(Mechanism, register=False):
     """A (non-private) plumbing probe: records its inputs and returns exact answers."""
 
     name = "recorder"
@@ -184,7 +184,7 @@ def test_good_inputs_in_other_forms():
     assert answer(wl.identity((2, 3)), x2d, policies.grid((2, 3)), 1.0, "laplace", rng=0).answers.shape == (6,)
 
 
-class _Shape(Mechanism):
+class _Shape(Mechanism, register=False):
     name = "bad-shape"
 
     def __init__(self, out):

@@ -18,9 +18,15 @@ from scipy import stats
 from blowfish_te import answer, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
+from blowfish_te.composites import PartitionThenTransform
 from blowfish_te.mechanisms import Mechanism
 from blowfish_te.noise import NUMPY_LAPLACE, add_laplace, check_rng, laplace
-from blowfish_te.partitions import _report_noisy_min_scores, dawa_partition, matching_partition, noisy_pairing_partition
+from blowfish_te.partitions import (
+    _report_noisy_min_scores,
+    dawa_partition,
+    matching_partition,
+    noisy_pairing_partition,
+)
 from blowfish_te.secure import (
     SecureRandom,
     default_backend,
@@ -226,7 +232,7 @@ def test_seeded_releases_are_the_fast_path_bit_for_bit():
     assert np.array_equal(release.answers, again.answers)
 
 
-class _TwoDraws(Mechanism):
+class _TwoDraws(Mechanism, register=False):
     """Noisy answers from the hardened path, plus (optionally) a noise-only floating-point draw."""
 
     name = "two_draws"
@@ -276,9 +282,9 @@ def _mechanism_cases():
         ("ordered_hierarchical_unbounded", M.OrderedHierarchical(fanout=2), policies.unbounded(K12), {LATTICE}),
         ("ahp", M.AHP(), policies.line(K12), {INTEGER}),
         ("dawa", M.DAWA(), policies.line(K12), {INTEGER, LATTICE}),
-        ("ptt_dawa", M.PartitionThenTransform("dawa", epsilon_split=0.25), policies.line(K12), {INTEGER, LATTICE}),
-        ("ptt_matching", M.PartitionThenTransform("matching", epsilon_split=0.25), policies.line(K12), {INTEGER, LATTICE}),
-        ("ptt_noisy_pairing", M.PartitionThenTransform("noisy_pairing", epsilon_split=0.25), policies.threshold(K12, 2),
+        ("ptt_dawa", PartitionThenTransform("dawa", epsilon_split=0.25), policies.line(K12), {INTEGER, LATTICE}),
+        ("ptt_matching", PartitionThenTransform("matching", epsilon_split=0.25), policies.line(K12), {INTEGER, LATTICE}),
+        ("ptt_noisy_pairing", PartitionThenTransform("noisy_pairing", epsilon_split=0.25), policies.threshold(K12, 2),
          {INTEGER}),
     ]
 

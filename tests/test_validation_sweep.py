@@ -29,6 +29,7 @@ from blowfish_te import bounds, datasets, partitions, policies, strategies, tree
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 from blowfish_te._validation import MAX_EPSILON, MIN_EPSILON
+from blowfish_te.composites import PartitionThenTransform
 
 PACKAGE = pathlib.Path(bt.__file__).resolve().parent
 NAN, INF = math.nan, math.inf
@@ -328,7 +329,7 @@ INSTANCES = {
     "MWEM": M.MWEM(rounds=2, updates=2), "AHP": M.AHP(),
 }
 NATIVE = {"Ordered": M.Ordered(), "OrderedHierarchical": M.OrderedHierarchical(fanout=2),
-          "PartitionThenTransform": M.PartitionThenTransform()}
+          "PartitionThenTransform": PartitionThenTransform()}
 
 for cls, mech in INSTANCES.items():
     case(f"{cls}.run(epsilon)", lambda v, m=mech: m.run(W, X, v, rng=0), "epsilon", bad_epsilons(), 1.0)
@@ -374,11 +375,11 @@ case("MWEM(total)", lambda v: M.MWEM(total=v), "total",
      but_none(st.one_of(bad_reals(), st.floats(max_value=0.0), st.integers(max_value=0))), 100)
 case("AHP(ratio)", lambda v: M.AHP(ratio=v), "ratio", bad_shares(), 0.3)
 case("AHP(eta)", lambda v: M.AHP(eta=v), "eta", st.one_of(bad_reals(), st.floats(max_value=-1e-9)), 0.5)
-case("PartitionThenTransform(partition)", lambda v: M.PartitionThenTransform(partition=v), "partition",
+case("PartitionThenTransform(partition)", lambda v: PartitionThenTransform(partition=v), "partition",
      bad_names(("dawa", "matching", "noisy_pairing")), "matching")
-case("PartitionThenTransform(epsilon_split)", lambda v: M.PartitionThenTransform(epsilon_split=v), "epsilon_split",
+case("PartitionThenTransform(epsilon_split)", lambda v: PartitionThenTransform(epsilon_split=v), "epsilon_split",
      but_none(bad_shares()), 0.3)
-case("PartitionThenTransform(estimator)", lambda v: M.PartitionThenTransform(estimator=v), "estimator",
+case("PartitionThenTransform(estimator)", lambda v: PartitionThenTransform(estimator=v), "estimator",
      but_none(st.one_of(not_a("mechanism"), st.just(M.AHP()))), M.HB())
 case("get_mechanism(mechanism)", lambda v: M.get_mechanism(v), "mechanism",
      st.one_of(bad_names(M.MECHANISMS), not_a("mechanism")), "identity")

@@ -10,9 +10,18 @@ exceeds the claimed ε·d_G(u, v). :func:`sweep` audits every mechanism under th
     report.passed, print(report.table())
 """
 
+from .contract import check_mechanism
 from .core import AuditReport, Batched, Event, PairResult, audit, clopper_pearson
 from .pairs import KINDS, NeighbourPair, default_histogram, make_pair, neighbour_pairs
-from .sweep import SWEEP_CONFIGS, SweepConfig, SweepRow, sweep, sweep_mechanisms, sweep_policies, sweep_table
+from .sweep import (
+    SWEEP_CONFIGS,
+    SweepConfig,
+    SweepRow,
+    sweep,
+    sweep_mechanisms,
+    sweep_policies,
+    sweep_table,
+)
 
 __all__ = [
     "AuditReport",
@@ -25,6 +34,7 @@ __all__ = [
     "SweepConfig",
     "SweepRow",
     "audit",
+    "check_mechanism",
     "clopper_pearson",
     "default_histogram",
     "make_pair",

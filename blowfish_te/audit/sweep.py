@@ -20,8 +20,17 @@ import numpy as np
 
 from .. import trees
 from .. import workloads as wl
+from ..composites import PartitionThenTransform
 from ..forest import CyclicPolicyError
-from ..mechanisms import DAWA, MECHANISMS, MWEM, Identity, MatrixMechanism, Mechanism, NonNegative, PartitionThenTransform
+from ..mechanisms import (
+    DAWA,
+    MECHANISMS,
+    MWEM,
+    Identity,
+    MatrixMechanism,
+    Mechanism,
+    NonNegative,
+)
 from ..policies import Policy, grid, line, threshold, unbounded
 from ..release import answer
 from ..workloads import Workload

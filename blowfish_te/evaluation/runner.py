@@ -28,10 +28,10 @@ from typing import Callable
 import numpy as np
 
 from .. import datasets
-from ..metrics import per_query_mse, scaled_l2_error
-from ..release import answer
 from .. import policies as pol
 from .. import workloads as wl
+from ..metrics import per_query_mse, scaled_l2_error
+from ..release import answer
 from .suite import Suite, SuiteError, policy_theta
 
 __all__ = ["Cell", "COLUMNS", "cells", "run_suite", "read_rows"]

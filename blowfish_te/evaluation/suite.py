@@ -43,18 +43,19 @@ import hashlib
 import json
 import pathlib
 import tomllib
+from importlib import resources
 from dataclasses import dataclass, field
 
 from .. import policies as pol
 from .. import workloads as wl
 from ..errors import SpecError, SuiteError
-from ..mechanisms import MECHANISMS, Mechanism
-from ..policies import Policy
+from ..mechanisms import Mechanism, mechanism_class
 
 __all__ = ["SUITES_DIR", "MechanismSpec", "Suite", "SuiteError", "load_suite", "parse_suite", "policy_theta"]
 
-#: The repository's folder of experiment suites (top-level ``workloads/``).
-SUITES_DIR = pathlib.Path(__file__).resolve().parents[2] / "workloads"
+#: The published suites: the repository's top-level ``workloads/`` folder, installed with the
+#: package as ``blowfish_te.suites``.
+SUITES_DIR = pathlib.Path(str(resources.files("blowfish_te.suites")))
 
 _TOP = {"name", "description", "master_seed", "trials", "epsilons", "policies", "data", "workload", "mechanisms", "tiny"}
 _DATA = {"datasets", "domain", "scales", "data_seeds"}
@@ -76,7 +77,7 @@ class MechanismSpec:
 
     def build(self) -> Mechanism:
         """A fresh mechanism instance with the suite's parameters."""
-        return MECHANISMS[self.name](**self.params)
+        return mechanism_class(self.name)(**self.params)
 
 
 @dataclass(frozen=True)
@@ -146,13 +147,15 @@ def _mechanism(where: str, entry, policies: tuple[str, ...]) -> MechanismSpec:
         _fail(where, f"a mechanism must be a name or a table, got {entry!r}")
     _unknown(where, entry, _MECHANISM)
     name = entry.get("name")
-    if name not in MECHANISMS:
-        _fail(where, f"unknown mechanism name {name!r}; known: {', '.join(sorted(MECHANISMS))}")
+    try:
+        cls = mechanism_class(name)
+    except (TypeError, ValueError) as err:
+        _fail(where, str(err))
     params = entry.get("params", {})
     if not isinstance(params, dict):
         _fail(where, f"params must be a table, got {params!r}")
     try:
-        MECHANISMS[name](**params)
+        cls(**params)
     except (TypeError, ValueError) as err:
         _fail(where, f"mechanism {name!r} refuses params {params}: {err}")
     label = entry.get("label", name)

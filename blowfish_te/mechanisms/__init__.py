@@ -1,16 +1,34 @@
-"""Pluggable mechanisms: the contract (:class:`Mechanism`), linear data-independent mechanisms
-(:class:`LinearMechanism`) and the built-in ones, by name."""
+"""Pluggable mechanisms: the contract (:class:`Mechanism`, see :mod:`.base`), linear
+data-independent mechanisms (:class:`LinearMechanism`) and the built-in ones, registered by name in
+:data:`MECHANISMS` as they are defined (plug-ins through :data:`ENTRY_POINT_GROUP`)."""
 
 from __future__ import annotations
 
-from .base import LinearMechanism, Mechanism
+from .base import (
+    ENTRY_POINT_GROUP,
+    MECHANISMS,
+    LinearMechanism,
+    Mechanism,
+    NativeMechanism,
+    NativeRelease,
+    get_mechanism,
+    load_plugins,
+    mechanism_class,
+)
 from .datadependent import AHP, DAWA, MWEM
-from .hierarchical import H2, HB, GreedyH, Privelet, QuadTree, qardaji_branching, qardaji_branching_2d
+from .hierarchical import (
+    H2,
+    HB,
+    GreedyH,
+    Privelet,
+    QuadTree,
+    qardaji_branching,
+    qardaji_branching_2d,
+)
 from .laplace import DirectLaplace, Identity
 from .matrix import MatrixMechanism, NonNegative
 from .optimized import Optimized
-from .ordered import NativeMechanism, NativeRelease, Ordered, OrderedHierarchical
-from .ptt import PartitionThenTransform
+from .ordered import Ordered, OrderedHierarchical
 from .uniform import Uniform
 
 __all__ = [
@@ -34,38 +52,11 @@ __all__ = [
     "DAWA",
     "MWEM",
     "AHP",
-    "PartitionThenTransform",
     "qardaji_branching",
     "qardaji_branching_2d",
     "MECHANISMS",
+    "ENTRY_POINT_GROUP",
     "get_mechanism",
+    "mechanism_class",
+    "load_plugins",
 ]
-
-#: Built-in mechanisms by name.
-MECHANISMS: dict[str, type[Mechanism]] = {
-    cls.name: cls
-    for cls in (
-        Identity, DirectLaplace, H2, HB, QuadTree, GreedyH, Privelet, Uniform, Optimized,
-        Ordered, OrderedHierarchical, DAWA, MWEM, AHP, PartitionThenTransform,
-    )
-}
-
-
-_DEFAULTS: dict[str, Mechanism] = {}
-
-
-def get_mechanism(mechanism) -> Mechanism:
-    """A mechanism instance from a name in :data:`MECHANISMS` or an instance of :class:`Mechanism`.
-
-    Names map to one shared default instance each, so strategies cached per workload (GreedyH's
-    weights, optimised strategies) are reused across releases.
-    """
-    if isinstance(mechanism, Mechanism):
-        return mechanism
-    if isinstance(mechanism, str):
-        if mechanism not in MECHANISMS:
-            raise ValueError(f"unknown mechanism {mechanism!r}; known mechanisms: {', '.join(sorted(MECHANISMS))}")
-        if mechanism not in _DEFAULTS:
-            _DEFAULTS[mechanism] = MECHANISMS[mechanism]()
-        return _DEFAULTS[mechanism]
-    raise TypeError(f"mechanism must be a name or a Mechanism instance, got {type(mechanism).__name__}")

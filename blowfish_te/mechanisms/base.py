@@ -1,9 +1,33 @@
-"""The mechanism interface: where any differentially private algorithm plugs in (transformational
-equivalence: Haney, Machanavajjhala, Ding, PVLDB 2015; the matrix mechanism: Li et al., PODS 2010)."""
+"""The mechanism contract: where any differentially private algorithm plugs in (transformational
+equivalence: Haney, Machanavajjhala, Ding, PVLDB 2015; the matrix mechanism: Li et al., PODS 2010).
+
+Three kinds, each with what it must (M) and may (m) implement:
+
+- :class:`Mechanism` — any ε-DP algorithm for unit changes of a vector. M: ``name``, ``run``.
+  m: ``expected_error`` (when data-independent), ``models_records``, ``sampler``.
+- :class:`LinearMechanism` — measure A x + Laplace noise, reconstruct linearly. M: ``name``,
+  ``strategy``. m: ``reconstruct`` and ``reconstruction_frobenius_sq`` (default least squares).
+  Gets the exact route and analytic errors for free.
+- :class:`~blowfish_te.mechanisms.NativeMechanism` — reads the policy itself. M: ``name``,
+  ``release_native``. m: ``expected_error_native``.
+
+Parameters go in ``__init__`` under their own names (read back by :meth:`Mechanism.get_params`,
+which drives ``repr``) and are fixed afterwards. A module-level class that sets ``name`` joins
+:data:`MECHANISMS` when it is defined (``register=False`` in the class statement opts out); an
+installed package adds its classes through the entry-point group :data:`ENTRY_POINT_GROUP`, e.g.
+in its ``pyproject.toml``::
+
+    [project.entry-points."blowfish_te.mechanisms"]
+    my_mechanism = "my_package.module:MyMechanism"
+
+after which ``answer(..., "my_mechanism")``, the CLI and suite files find it by name.
+"""
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -15,9 +39,70 @@ from ..sensitivity import sensitivity
 from ..transform import TransformedWorkload
 from ..workloads import MatrixWorkload, Workload, as_workload
 
-
 #: Cache key standing for "no policy": sensitivity for unit changes.
 _UNIT_CHANGES = object()
+
+#: Mechanism classes by name: module-level classes that set ``name`` register when defined, plug-ins
+#: when first looked up (see :func:`mechanism_class`).
+MECHANISMS: dict[str, type[Mechanism]] = {}
+#: The entry-point group through which installed packages add mechanisms.
+ENTRY_POINT_GROUP = "blowfish_te.mechanisms"
+
+
+def _register(cls: type[Mechanism]) -> None:
+    known = MECHANISMS.get(cls.name)
+    if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise TypeError(f"mechanism name {cls.name!r} of {cls.__module__}.{cls.__qualname__} is already taken by "
+                        f"{known.__module__}.{known.__qualname__}; choose another name")
+    MECHANISMS[cls.name] = cls
+
+
+def load_plugins(name: str | None = None) -> None:
+    """Register the mechanisms installed packages declare in :data:`ENTRY_POINT_GROUP` (only the
+    entry point called ``name`` when given)."""
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if name is not None and point.name != name:
+            continue
+        try:
+            cls = point.load()
+        except Exception as err:  # a broken plug-in must say which one it is
+            raise ImportError(f"plug-in mechanism {point.name!r} ({point.value}) failed to load: {err}") from err
+        if not (isinstance(cls, type) and issubclass(cls, Mechanism)) or cls.name != point.name:
+            raise TypeError(f"entry point {point.name!r} ({point.value}) must name a Mechanism class whose name is "
+                            f"{point.name!r}, got {cls!r}")
+        _register(cls)
+
+
+def mechanism_class(name: str) -> type[Mechanism]:
+    """The class registered as ``name``, looking through installed plug-ins on a miss."""
+    if not isinstance(name, str):
+        raise TypeError(f"mechanism name must be a string, got {type(name).__name__}")
+    if name not in MECHANISMS:
+        load_plugins(name)
+    if name not in MECHANISMS:
+        raise ValueError(f"unknown mechanism {name!r}; known mechanisms: {', '.join(sorted(MECHANISMS))}")
+    return MECHANISMS[name]
+
+
+_DEFAULTS: dict[str, Mechanism] = {}
+
+
+def get_mechanism(mechanism) -> Mechanism:
+    """A mechanism instance from a registered name (see :func:`mechanism_class`) or an instance.
+
+    Names map to one shared default instance each, so strategies cached per workload (GreedyH's
+    weights, optimised strategies) are reused across releases.
+    """
+    if isinstance(mechanism, Mechanism):
+        return mechanism
+    if isinstance(mechanism, str):
+        cls = mechanism_class(mechanism)
+        if type(_DEFAULTS.get(mechanism)) is not cls:  # first use, or the name was registered anew
+            _DEFAULTS[mechanism] = cls()
+        return _DEFAULTS[mechanism]
+    raise TypeError(f"mechanism must be a name or a Mechanism instance, got {type(mechanism).__name__}")
 
 
 class Mechanism(ABC):
@@ -45,6 +130,18 @@ class Mechanism(ABC):
     #: as MWEM and Uniform do): under a policy other than plain DP it would run on x_G, whose
     #: coordinates count records below tree edges, so :func:`blowfish_te.answer` refuses it there.
     models_records: bool = False
+
+    def __init_subclass__(cls, register: bool = True, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if register and "name" in cls.__dict__ and "<locals>" not in cls.__qualname__:
+            _register(cls)
+
+    def get_params(self) -> dict:
+        """The constructor's parameters and their values (scikit-learn's convention): every
+        ``__init__`` argument is stored under its own name."""
+        signature = inspect.signature(type(self).__init__)
+        keep = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        return {p: getattr(self, p) for p, spec in list(signature.parameters.items())[1:] if spec.kind in keep}
 
     @abstractmethod
     def run(self, workload: Workload, x: np.ndarray, epsilon: float, rng: RNGLike = None) -> np.ndarray:
@@ -74,7 +171,7 @@ class Mechanism(ABC):
         return caches[label]
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
 
 
 def integer_entries(strategy: Workload) -> bool:
@@ -167,3 +264,31 @@ class LinearMechanism(Mechanism):
         if not np.isfinite(scale):
             raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale Δ/ε = {delta}/{epsilon} overflows")
         return 2.0 * scale * scale * frobenius
+
+
+@dataclass(frozen=True)
+class NativeRelease:
+    """What a native mechanism returns: answers, the sensitivities and noise scales it used, and
+    the totals it treated as public."""
+
+    answers: np.ndarray
+    sensitivity: dict = field(default_factory=dict)
+    noise_scale: dict = field(default_factory=dict)
+    component_totals: dict = field(default_factory=dict)
+
+
+class NativeMechanism(Mechanism):
+    """A mechanism designed for a family of policies: it reads the policy and calibrates every noise
+    scale to a sensitivity computed from the policy's edges. :func:`blowfish_te.answer` runs it on
+    (W, x, policy) directly (route ``"native"``); it has no unit-change form."""
+
+    def run(self, workload, x, epsilon, rng=None):
+        raise TypeError(f"mechanism {self.name!r} needs the policy: use answer(workload, x, policy, ...)")
+
+    @abstractmethod
+    def release_native(self, workload, x, policy: Policy, epsilon: float, rng: RNGLike = None) -> NativeRelease:
+        """Answer the workload with (ε, policy)-Blowfish privacy."""
+
+    def expected_error_native(self, workload, policy: Policy, epsilon: float) -> float | None:
+        """Expected total squared error, when data-independent; else None."""
+        return None

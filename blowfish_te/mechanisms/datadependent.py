@@ -81,8 +81,6 @@ class DAWA(Mechanism):
         estimator = self.estimator or lowest_error(reduced, STAGE_TWO)
         return estimator.run(reduced, totals, epsilon - eps1, gen)
 
-    def __repr__(self) -> str:
-        return f"DAWA(ratio={self.ratio}, penalty={self.penalty}, estimator={self.estimator!r})"
 
 
 #: Linear strategies DAWA chooses from for the bucket totals (by analytic error, never the data).
@@ -185,8 +183,6 @@ class MWEM(Mechanism):
                     estimate = total * weights / weights.sum()
         return np.asarray(workload.matvec(estimate), dtype=np.float64)
 
-    def __repr__(self) -> str:
-        return f"MWEM(rounds={self.rounds}, ratio={self.ratio}, updates={self.updates}, total={self.total})"
 
 
 class AHP(Mechanism):
@@ -222,8 +218,6 @@ class AHP(Mechanism):
         estimate = totals[labels] / np.bincount(labels)[labels]
         return np.asarray(workload.matvec(estimate), dtype=np.float64)
 
-    def __repr__(self) -> str:
-        return f"AHP(ratio={self.ratio}, eta={self.eta})"
 
 
 def _greedy_clusters(values: np.ndarray, epsilon: float, window: int = 4096) -> np.ndarray:

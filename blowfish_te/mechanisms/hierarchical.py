@@ -92,8 +92,6 @@ class HB(LinearMechanism):
         root = self.root or workload.size == 1  # a one-cell domain has nothing but the root
         return _cached_hierarchical(workload.domain, self.branching_for(workload.domain), root, None)
 
-    def __repr__(self) -> str:
-        return f"HB(branching={self.branching}, root={self.root})"
 
 
 class QuadTree(LinearMechanism):
@@ -117,8 +115,6 @@ class QuadTree(LinearMechanism):
         raw = 2.0 ** (np.arange(height) / 3) if self.budget == "geometric" else np.ones(height)
         return _cached_hierarchical(workload.domain, 2, True, tuple(raw / raw.sum()))
 
-    def __repr__(self) -> str:
-        return f"QuadTree(budget={self.budget!r})"
 
 
 class GreedyH(LinearMechanism):
@@ -138,8 +134,6 @@ class GreedyH(LinearMechanism):
     def strategy(self, workload: Workload) -> TreeStrategy:
         return self._cache("strategy").get(workload, lambda: greedy_hierarchy(workload, self.branching, self.grid, self.rule))
 
-    def __repr__(self) -> str:
-        return f"GreedyH(branching={self.branching}, grid={self.grid}, rule={self.rule!r})"
 
 
 @functools.lru_cache(maxsize=16)

@@ -10,7 +10,7 @@ from ..workloads import Workload, as_workload
 from .base import LinearMechanism
 
 
-class MatrixMechanism(LinearMechanism):
+class MatrixMechanism(LinearMechanism, register=False):
     """The matrix mechanism (Li, Hay, Rastogi, Miklau, McGregor 2010) with a given strategy A.
 
     ``strategy`` is a workload or matrix (p × K), or a function of the workload returning one.
@@ -24,6 +24,9 @@ class MatrixMechanism(LinearMechanism):
     def __init__(self, strategy):
         is_function = callable(strategy) and not isinstance(strategy, Workload)
         self._given = strategy if is_function else as_workload(strategy, "strategy")
+
+    def get_params(self) -> dict:
+        return {"strategy": self._given}  # stored aside: ``strategy`` is the method that builds A
 
     def strategy(self, workload: Workload) -> Workload:
         return self._cache("strategy").get(workload, lambda: self._build(workload))
@@ -47,11 +50,11 @@ class NonNegative(LinearMechanism):
     def __init__(self, mechanism: LinearMechanism):
         if not isinstance(mechanism, LinearMechanism):
             raise TypeError(f"NonNegative wraps a LinearMechanism, got {type(mechanism).__name__}")
-        self.inner = mechanism
+        self.mechanism = mechanism
         self.name = f"nonnegative({mechanism.name})"
 
     def strategy(self, workload: Workload) -> Workload:
-        return self.inner.strategy(workload)
+        return self.mechanism.strategy(workload)
 
     def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
         solution = lsq_linear(strategy, y, bounds=(0, np.inf), lsq_solver="lsmr", lsmr_tol="auto")
@@ -60,5 +63,3 @@ class NonNegative(LinearMechanism):
     def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> None:
         return None
 
-    def __repr__(self) -> str:
-        return f"NonNegative({self.inner!r})"

@@ -35,5 +35,3 @@ class Optimized(LinearMechanism):
             return IdentityStrategy(workload.domain)
         return optimized
 
-    def __repr__(self) -> str:
-        return f"Optimized(p={self.p}, restarts={self.restarts}, maxiter={self.maxiter}, seed={self.seed})"

@@ -9,52 +9,22 @@ exactly; otherwise it is measured like the other counts.
 from __future__ import annotations
 
 import math
-from abc import abstractmethod
-from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import isotonic_regression
 
-from .._grid import ceil_log
 from .._cache import IdentityCache
+from .._grid import ceil_log
 from .._validation import check_epsilon, check_histogram, check_int, check_real
-from ..noise import RNGLike, add_laplace, check_rng
+from ..noise import add_laplace, check_rng
 from ..policies import PairEdges, Policy, line
 from ..policies import from_edges as policies_from_edges
 from ..sensitivity import check_compatible, sensitivity
 from ..strategies import GeneralStrategy, Hierarchy
-from ..trees import edge_span
 from ..transform import transform
+from ..trees import edge_span
 from ..workloads import Boxes, Workload, as_workload
-from .base import Mechanism, integer_entries
-
-
-@dataclass(frozen=True)
-class NativeRelease:
-    """What a native mechanism returns: answers, the sensitivities and noise scales it used, and
-    the totals it treated as public."""
-
-    answers: np.ndarray
-    sensitivity: dict = field(default_factory=dict)
-    noise_scale: dict = field(default_factory=dict)
-    component_totals: dict = field(default_factory=dict)
-
-
-class NativeMechanism(Mechanism):
-    """A mechanism designed for a family of policies: it reads the policy and calibrates every noise
-    scale to a sensitivity computed from the policy's edges. :func:`blowfish_te.answer` runs it on
-    (W, x, policy) directly (route ``"native"``); it has no unit-change form."""
-
-    def run(self, workload, x, epsilon, rng=None):
-        raise TypeError(f"mechanism {self.name!r} needs the policy: use answer(workload, x, policy, ...)")
-
-    @abstractmethod
-    def release_native(self, workload, x, policy: Policy, epsilon: float, rng: RNGLike = None) -> NativeRelease:
-        """Answer the workload with (ε, policy)-Blowfish privacy."""
-
-    def expected_error_native(self, workload, policy: Policy, epsilon: float) -> float | None:
-        """Expected total squared error, when data-independent; else None."""
-        return None
+from .base import NativeMechanism, NativeRelease, integer_entries
 
 
 def _public_total(policy: Policy) -> bool:
@@ -315,5 +285,3 @@ class OrderedHierarchical(NativeMechanism):
         per_policy = self._cache("expected").get(policy, IdentityCache)
         return per_policy.get(workload, at_unit_epsilon) / epsilon**2
 
-    def __repr__(self) -> str:
-        return f"OrderedHierarchical(fanout={self.fanout}, split={self.split})"

@@ -1,21 +1,35 @@
-"""Partition-then-transform (Anuarbek, data-dependent Blowfish histograms): a data-dependent Blowfish histogram algorithm that
-works under any policy, cyclic ones included."""
+"""Composite mechanisms: algorithms that release through :func:`blowfish_te.answer` themselves, a
+layer above :mod:`blowfish_te.release`.
+
+Partition-then-transform (Anuarbek, data-dependent Blowfish histograms) is a data-dependent Blowfish
+histogram algorithm that works under any policy, cyclic ones included."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._cache import IdentityCache
-from .._validation import check_epsilon, check_histogram, check_real
-from ..noise import RNGLike, check_rng
-from ..partitions import dawa_partition, matching_partition, noisy_pairing_partition, quotient_policy
-from ..policies import Policy
-from ..sensitivity import check_compatible
-from ..workloads import BucketWorkload, Workload, as_workload, evenly_spaced_queries
-from .base import LinearMechanism
-from .hierarchical import HB, Privelet
-from .laplace import Identity
-from .ordered import NativeMechanism, NativeRelease
+from ._cache import IdentityCache
+from ._validation import check_epsilon, check_histogram, check_real
+from .mechanisms import (
+    HB,
+    Identity,
+    LinearMechanism,
+    NativeMechanism,
+    NativeRelease,
+    Privelet,
+    get_mechanism,
+)
+from .noise import RNGLike, check_rng
+from .partitions import (
+    dawa_partition,
+    matching_partition,
+    noisy_pairing_partition,
+    quotient_policy,
+)
+from .policies import Policy
+from .release import answer, plan
+from .sensitivity import check_compatible
+from .workloads import BucketWorkload, Workload, as_workload, evenly_spaced_queries
 
 PARTITIONS = ("dawa", "matching", "noisy_pairing")
 #: Linear strategies for the bucket totals, compared by analytic error under the quotient policy.
@@ -94,8 +108,6 @@ class PartitionThenTransform(NativeMechanism):
         return noisy_pairing_partition(x, policy, eps1, eps2, gen)
 
     def release_native(self, workload, x, policy: Policy, epsilon: float, rng: RNGLike = None) -> NativeRelease:
-        from ..release import answer
-
         workload = as_workload(workload)
         check_compatible(workload, policy)
         x = check_histogram(x, policy.shape)
@@ -128,18 +140,12 @@ class PartitionThenTransform(NativeMechanism):
             component_totals=disclosed,
         )
 
-    def __repr__(self) -> str:
-        return (f"PartitionThenTransform(partition={self.partition!r}, epsilon_split={self.epsilon_split}, "
-                f"estimator={self.estimator!r})")
 
 
 def best_plan(workload: Workload, policy: Policy):
     """(mechanism, candidate): the strategy of :data:`BUCKET_STRATEGIES` and the route with the
     lowest analytic error for ``workload`` under ``policy``, judged on at most
     :data:`PROBE_QUERIES` evenly spaced queries (ε does not change the order)."""
-    from ..release import plan
-    from . import get_mechanism
-
     probe = evenly_spaced_queries(workload, PROBE_QUERIES)
     mechanisms = [get_mechanism(cls.name) for cls in BUCKET_STRATEGIES]  # shared: their caches persist
     options = [(mechanism, plan(probe, policy, 1.0, mechanism).chosen) for mechanism in mechanisms]
