@@ -99,7 +99,7 @@ class BudgetAccountant:
         self._history: list[Spend] = []
 
     # -- state ------------------------------------------------------------------------------
-    def _ledger(self, group: "ParallelGroup | None" = None, charge: float = 0.0) -> list[float]:
+    def _ledger(self, group: ParallelGroup | None = None, charge: float = 0.0) -> list[float]:
         """Sequential spends and group charges (``group``'s replaced by ``charge``): what is summed."""
         return self._sequential + [charge if g is group else g.charge for g in self._groups]
 
@@ -158,7 +158,7 @@ class BudgetAccountant:
         self.spend(epsilon, label)
         return answer(workload, x, self.policy, epsilon, mechanism, gen, route, tree)
 
-    def parallel(self, parts, label: str | None = None) -> "ParallelGroup":
+    def parallel(self, parts, label: str | None = None) -> ParallelGroup:
         """A group of releases on disjoint sets of records (He et al. Thm 4.2), charged the largest
         total ε of any one part rather than the sum.
 

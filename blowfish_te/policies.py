@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from ._graph import signed_incidence
-from ._grid import offset_pairs, positive_offsets, shape_label as _fmt
+from ._grid import offset_pairs, positive_offsets
+from ._grid import shape_label as _fmt
 from ._validation import as_array, check_int, check_shape, check_size, is_int
 from .errors import SpecError
 
@@ -198,7 +199,7 @@ class Policy:
             raise ValueError("blocks list some edge more than once; each edge must appear in one block only")
 
     @classmethod
-    def _trusted(cls, shape, blocks, *, has_bottom: bool = False, name: str | None = None) -> "Policy":
+    def _trusted(cls, shape, blocks, *, has_bottom: bool = False, name: str | None = None) -> Policy:
         """A policy from blocks that the library's constructors built canonical and disjoint."""
         self = cls.__new__(cls)
         self._init(check_shape(shape), blocks, has_bottom, name)
@@ -409,13 +410,21 @@ def _full_clique(shape: tuple[int, ...]) -> list[EdgeBlock]:
 
 
 def complete(shape) -> Policy:
-    """G_full: every pair of cells — bounded differential privacy (change one record arbitrarily)."""
+    """G_full: every pair of cells — bounded differential privacy (change one record arbitrarily).
+
+    >>> complete(4).num_edges, complete(4).has_bottom
+    (6, False)
+    """
     shape = check_shape(shape, "shape")
     return Policy._trusted(shape, _full_clique(shape), name=f"complete({_fmt(shape)})")
 
 
 def unbounded(shape) -> Policy:
-    """Edges (u, ⊥) for every cell — unbounded differential privacy (add or remove one record)."""
+    """Edges (u, ⊥) for every cell — unbounded differential privacy (add or remove one record).
+
+    >>> unbounded(3).edges.tolist()  # ⊥ is the index K = 3
+    [[0, 3], [1, 3], [2, 3]]
+    """
     shape = check_shape(shape, "shape")
     k = math.prod(shape)
     u = _readonly(np.arange(k, dtype=np.int64))
@@ -424,13 +433,21 @@ def unbounded(shape) -> Policy:
 
 
 def line(k: int) -> Policy:
-    """G^1_k: edges (i, i+1) — neighbouring values of an ordered domain (He et al.)."""
+    """G^1_k: edges (i, i+1) — neighbouring values of an ordered domain (He et al.).
+
+    >>> line(4).edges.tolist(), line(4).is_forest
+    ([[0, 1], [1, 2], [2, 3]], True)
+    """
     k = check_size(k)
     return Policy._trusted((k,), [OffsetEdges((1,))], name=f"line({k})")
 
 
 def threshold(k: int, theta: int) -> Policy:
-    """G^θ_k: edges (i, j) with 0 < |i - j| <= θ (1-D distance threshold)."""
+    """G^θ_k: edges (i, j) with 0 < |i - j| <= θ (1-D distance threshold).
+
+    >>> threshold(5, 2).num_edges, threshold(5, 2).distance(0, 4)
+    (7, 2)
+    """
     k = check_size(k)
     theta = check_int(theta, "theta", minimum=1)
     name = f"threshold({k}, theta={theta})"
@@ -440,7 +457,11 @@ def threshold(k: int, theta: int) -> Policy:
 
 
 def grid(shape, theta: int = 1) -> Policy:
-    """Cells at L1 distance <= θ; θ = 1 is the d-dimensional grid graph G^1_{k^d}."""
+    """Cells at L1 distance <= θ; θ = 1 is the d-dimensional grid graph G^1_{k^d}.
+
+    >>> grid((3, 3)).num_edges, grid((3, 3), theta=2).num_edges
+    (12, 26)
+    """
     shape = check_shape(shape, "shape")
     theta = check_int(theta, "theta", minimum=1)
     name = f"grid({_fmt(shape)}, theta={theta})"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import trees as tree_lib
+from ._cache import IdentityCache
 from ._validation import check_epsilon, check_histogram
 from .forest import CyclicPolicyError
 from .mechanisms import MECHANISMS, LinearMechanism, Mechanism, NativeMechanism, get_mechanism
@@ -30,15 +31,26 @@ from .sensitivity import check_compatible
 from .transform import transform
 from .workloads import Workload, as_workload
 
-__all__ = ["Candidate", "Plan", "Release", "ROUTES", "answer", "plan"]
+__all__ = ["ROUTES", "Candidate", "ExactRoute", "NativeRoute", "Outcome", "Plan", "Release", "TransformRoute", "answer", "plan"]
 
 ROUTES = ("auto", "transform", "exact")
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """What executing a route gives: the answers, the component totals disclosed exactly, the
+    sensitivity Δ of what was measured and the Laplace scale drawn (None where not reported)."""
+
+    answers: np.ndarray
+    component_totals: dict[int, int]
+    sensitivity: float | None
+    noise_scale: float | None
+
+
+@dataclass(frozen=True)
 class Candidate:
-    """A way to answer: a route, the forest of the transform route, its stretch ℓ, and the
-    analytic expected per-query MSE (None for mechanisms without one)."""
+    """A way to answer — a route — with the forest of the transform route, its stretch ℓ and the
+    analytic expected per-query MSE (None for mechanisms without one). :meth:`execute` runs it."""
 
     route: str
     tree: Policy | None = None
@@ -51,14 +63,109 @@ class Candidate:
             return self.route
         return f"transform[{self.tree.name}, stretch {self.stretch}]"
 
+    def execute(self, mech: Mechanism, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen) -> Outcome:
+        """Release ``workload`` on the validated histogram ``x`` this way (spends ε once)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class NativeRoute(Candidate):
+    """The mechanism reads the policy itself (:class:`~blowfish_te.mechanisms.NativeMechanism`)."""
+
+    route: str = "native"
+
+    def execute(self, mech, workload, x, policy, epsilon, gen) -> Outcome:
+        native = mech.release_native(workload, x, policy, epsilon, gen)
+        return Outcome(native.answers, dict(native.component_totals), max(native.sensitivity.values(), default=0.0),
+                       max(native.noise_scale.values(), default=0.0))
+
+
+@dataclass(frozen=True)
+class ExactRoute(Candidate):
+    """A linear mechanism with Laplace noise calibrated to Δ_G of its strategy."""
+
+    route: str = "exact"
+
+    def execute(self, mech, workload, x, policy, epsilon, gen) -> Outcome:
+        answers, delta = mech._release(workload, x, epsilon, gen, policy)
+        # with Δ = 0 the answers are exact functions of the component totals: say so
+        return Outcome(answers, _policy_totals(policy, x) if delta == 0 else {}, delta, delta / epsilon)
+
+
+@dataclass(frozen=True)
+class TransformRoute(Candidate):
+    """The mechanism on (W_T, x_T) of the transform of the forest ``tree`` at ε/ℓ, plus the offset
+    of the disclosed component totals."""
+
+    route: str = "transform"
+
+    def execute(self, mech, workload, x, policy, epsilon, gen) -> Outcome:
+        tr = transform(policy, None if self.tree is policy else self.tree)
+        x_t, component_totals = tr.data_and_totals(x)
+        offset = tr.offset(workload, component_totals)
+        totals = dict(zip(tr.roots.tolist(), component_totals.tolist()))
+        transformed = tr.workload(workload) if tr.num_edges else None
+        if transformed is None or transformed.column_norms().max() == 0:
+            # W_T = 0: the answers are the disclosed totals' offset; no mechanism, no noise
+            return Outcome(offset.astype(np.float64), totals, 0.0, 0.0)
+        eps_run = epsilon / tr.stretch
+        if isinstance(mech, LinearMechanism):
+            answers_t, delta = mech._release(transformed, x_t, eps_run, gen, None)
+            scale = delta / eps_run
+        else:
+            answers_t, delta, scale = mech.run(transformed, x_t, eps_run, gen), None, None
+        return Outcome(_checked_answers(answers_t, workload.num_queries, mech) + offset, totals, delta, scale)
+
 
 @dataclass(frozen=True)
 class Plan:
-    """The chosen candidate, every candidate considered (best first) and why."""
+    """How :func:`answer` releases a workload under a policy, decided before any data is read or
+    budget spent: the chosen route, every candidate considered (best first) and why.
+    :meth:`summary` prints it; :meth:`release` executes it on a histogram."""
 
     chosen: Candidate
     considered: tuple[Candidate, ...]
     reason: str
+    workload: Workload = field(repr=False, default=None)
+    policy: Policy = field(repr=False, default=None)
+    epsilon: float = field(repr=False, default=None)
+    mechanism: Mechanism = field(repr=False, default=None)
+
+    def summary(self) -> str:
+        """Route, tree, stretch, noise scale and the expected error of every candidate."""
+        chosen = self.chosen
+        lines = [f"{self.mechanism.name} on {self.workload.name} under {self.policy.name} at ε = {self.epsilon:g}",
+                 f"route: {chosen.label}" + (f" (the mechanism runs at ε/{chosen.stretch})" if chosen.stretch else ""),
+                 f"why: {self.reason}", "candidates (expected per-query MSE):"]
+        lines += [f"  {'*' if c is chosen else ' '} {c.label}: {'n/a' if c.expected_mse is None else format(c.expected_mse, '.6g')}"
+                  for c in self.considered]
+        return "\n".join(lines)
+
+    def release(self, x, rng: RNGLike = None) -> Release:
+        """Execute the plan on histogram ``x`` (validated here) with ``rng`` (see :func:`answer`)."""
+        return self._release(check_histogram(x, self.policy.shape), rng)
+
+    def _release(self, x: np.ndarray, rng: RNGLike) -> Release:
+        mech, workload = self.mechanism, self.workload
+        gen = check_rng(rng)
+        tally = gen.tally() if isinstance(gen, SecureRandom) else None
+        outcome = self.chosen.execute(mech, workload, x, self.policy, self.epsilon, gen)
+        sampler, secure = gen.summary(tally) if tally is not None else (mech.sampler, False)
+        if outcome.sensitivity == 0:
+            sampler = "none (sensitivity 0: exact answers)"
+        answers = _checked_answers(outcome.answers, workload.num_queries, mech)
+        answers.flags.writeable = False
+        choice = self.reason + "; considered: " + "; ".join(
+            f"{c.label} {'n/a' if c.expected_mse is None else format(c.expected_mse, '.6g')}" for c in self.considered
+        )
+        chosen = self.chosen
+        return Release(
+            answers=answers, epsilon=self.epsilon, policy=self.policy, mechanism=mech.name, route=chosen.route,
+            tree=None if chosen.route != "transform" else chosen.tree.name, stretch=chosen.stretch,
+            workload=workload.name, component_totals=outcome.component_totals, sampler=sampler, secure=secure,
+            expected_mse=chosen.expected_mse, sensitivity=outcome.sensitivity, noise_scale=outcome.noise_scale,
+            choice=choice,
+        )
 
 
 def _analytic(compute) -> float | None:
@@ -75,12 +182,18 @@ def _transform_candidate(workload: Workload, policy: Policy, tree: Policy | None
     if isinstance(mech, LinearMechanism):  # one transformed workload, so its column norms are computed once
         expected = 0.0 if tr.num_edges == 0 else _analytic(lambda: mech.expected_error(tr.workload(workload), epsilon / tr.stretch))
         expected = None if expected is None else expected / workload.num_queries
-    return Candidate("transform", tr.tree, tr.stretch, expected)
+    return TransformRoute(tree=tr.tree, stretch=tr.stretch, expected_mse=expected)
 
 
 def _exact_candidate(workload: Workload, policy: Policy, epsilon: float, mech: LinearMechanism) -> Candidate:
     expected = _analytic(lambda: mech.expected_error(workload, epsilon, policy=policy))
-    return Candidate("exact", expected_mse=None if expected is None else expected / workload.num_queries)
+    return ExactRoute(expected_mse=None if expected is None else expected / workload.num_queries)
+
+
+def _identity_transform(policy: Policy) -> bool:
+    """Unbounded DP: every cell joined to ⊥ and nothing else. Its transform is x itself and W_G = W,
+    so the transform and exact routes have the same error for every linear mechanism."""
+    return policy.has_bottom and policy.num_edges == policy.size and policy.is_differential_privacy
 
 
 def _resolve_tree(policy: Policy, tree) -> Policy:
@@ -99,13 +212,25 @@ def _rank_key(c: Candidate) -> tuple:
 
 
 def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: str = "auto", tree=None) -> Plan:
-    """Decide how :func:`answer` releases ``workload`` under ``policy`` (data-independent)."""
+    """Decide how :func:`answer` releases ``workload`` under ``policy`` (data-independent): a
+    :class:`Plan` to inspect (``summary()``) and execute (``release(x, rng)``). Plans are cached
+    per (mechanism, workload, policy, ε, route, tree name), so repeated releases plan once."""
     workload = as_workload(workload)
     check_compatible(workload, policy)
     epsilon = check_epsilon(epsilon)
     mech = get_mechanism(mechanism)
     if not isinstance(route, str) or route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
+    if isinstance(tree, Policy):
+        return _plan(workload, policy, epsilon, mech, route, tree)
+    plans = mech._cache("plans").get(workload, IdentityCache).get(policy, dict)
+    key = (epsilon, route, tree)
+    if key not in plans:
+        plans[key] = _plan(workload, policy, epsilon, mech, route, tree)
+    return plans[key]
+
+
+def _plan(workload: Workload, policy: Policy, epsilon: float, mech: Mechanism, route: str, tree) -> Plan:
     linear = isinstance(mech, LinearMechanism)
     needs_tree = (
         f"{policy.name} has cycles and mechanism {mech.name!r} is data-dependent (no exact route, no "
@@ -123,8 +248,8 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
     if isinstance(mech, NativeMechanism):
         if tree is not None or route != "auto":
             raise ValueError(f"mechanism {mech.name!r} is Blowfish-native: it picks its own measurements (route 'auto', no tree)")
-        expected = mech.expected_error_native(workload, policy, epsilon)
-        cands = [Candidate("native", expected_mse=None if expected is None else expected / workload.num_queries)]
+        expected = mech.expected_error_native(workload, epsilon, policy)
+        cands = [NativeRoute(expected_mse=None if expected is None else expected / workload.num_queries)]
         reason = f"{mech.name} is a Blowfish-native mechanism for this policy"
     elif tree is not None:
         if route == "exact":
@@ -140,11 +265,15 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
         cands = [_exact_candidate(workload, policy, epsilon, mech)]
         reason = "route='exact' requested"
     elif policy.is_forest:
-        cands = [_transform_candidate(workload, policy, None, epsilon, mech)]
-        reason = "the policy is a forest: its exact transform"
-        if route == "auto" and linear:
-            cands.append(_exact_candidate(workload, policy, epsilon, mech))
-            reason = "auto: lowest analytic expected error"
+        if route == "auto" and linear and _identity_transform(policy):
+            cands = [_exact_candidate(workload, policy, epsilon, mech)]
+            reason = "auto: under unbounded DP the transform is the identity, so both routes have this error; exact publishes no totals"
+        else:
+            cands = [_transform_candidate(workload, policy, None, epsilon, mech)]
+            reason = "the policy is a forest: its exact transform"
+            if route == "auto" and linear:
+                cands.append(_exact_candidate(workload, policy, epsilon, mech))
+                reason = "auto: lowest analytic expected error"
     else:
         if not linear:
             raise CyclicPolicyError(needs_tree)
@@ -154,7 +283,8 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
             cands.append(_exact_candidate(workload, policy, epsilon, mech))
             reason = "auto: lowest analytic expected error"
     ranked = sorted(cands, key=_rank_key)
-    return Plan(chosen=ranked[0], considered=tuple(ranked), reason=reason)
+    return Plan(chosen=ranked[0], considered=tuple(ranked), reason=reason, workload=workload, policy=policy,
+                epsilon=epsilon, mechanism=mech)
 
 
 @dataclass(frozen=True)
@@ -258,67 +388,5 @@ def answer(
     and (ε, G)-Blowfish (see above); exact route — Laplace noise calibrated to Δ_G(A) from the
     policy's edges. The route is chosen without looking at x.
     """
-    workload = as_workload(workload)
-    check_compatible(workload, policy)
-    x = check_histogram(x, policy.shape)
     the_plan = plan(workload, policy, epsilon, mechanism, route, tree)
-    epsilon = check_epsilon(epsilon)
-    mech = get_mechanism(mechanism)
-    gen = check_rng(rng)
-    tally = gen.tally() if isinstance(gen, SecureRandom) else None
-    chosen = the_plan.chosen
-    m = workload.num_queries
-
-    scale = None
-    if chosen.route == "native":
-        native = mech.release_native(workload, x, policy, epsilon, gen)
-        answers, totals = native.answers, dict(native.component_totals)
-        delta = max(native.sensitivity.values(), default=0.0)
-        scale = max(native.noise_scale.values(), default=0.0)
-    elif chosen.route == "exact":
-        answers, delta = mech.release(workload, x, epsilon, gen, policy=policy)
-        scale = delta / epsilon
-        # with Δ = 0 the answers are exact functions of the component totals: say so
-        totals: dict[int, int] = _policy_totals(policy, x) if delta == 0 else {}
-    else:
-        tr = transform(policy, None if chosen.tree is policy else chosen.tree)
-        component_totals = tr.totals(x)
-        offset = tr.offset(workload, component_totals)
-        totals = dict(zip(tr.roots.tolist(), component_totals.tolist()))
-        transformed = tr.workload(workload) if tr.num_edges else None
-        if transformed is None or transformed.column_norms().max() == 0:
-            # W_T = 0: the answers are the disclosed totals' offset; no mechanism, no noise
-            answers, delta, scale = offset.astype(np.float64), 0.0, 0.0
-        else:
-            x_t, eps_run = tr.data(x), epsilon / tr.stretch
-            if isinstance(mech, LinearMechanism):
-                answers_t, delta = mech.release(transformed, x_t, eps_run, gen)
-                scale = delta / eps_run
-            else:
-                answers_t, delta = mech.run(transformed, x_t, eps_run, gen), None
-            answers = _checked_answers(answers_t, m, mech) + offset
-    sampler, secure = gen.summary(tally) if tally is not None else (mech.sampler, False)
-    if delta == 0:
-        sampler = "none (sensitivity 0: exact answers)"
-    answers = _checked_answers(answers, m, mech)
-    answers.flags.writeable = False
-    choice = the_plan.reason + "; considered: " + "; ".join(
-        f"{c.label} {'n/a' if c.expected_mse is None else format(c.expected_mse, '.6g')}" for c in the_plan.considered
-    )
-    return Release(
-        answers=answers,
-        epsilon=epsilon,
-        policy=policy,
-        mechanism=mech.name,
-        route=chosen.route,
-        tree=None if chosen.route != "transform" else chosen.tree.name,
-        stretch=chosen.stretch,
-        workload=workload.name,
-        component_totals=totals,
-        sampler=sampler,
-        secure=secure,
-        expected_mse=chosen.expected_mse,
-        sensitivity=delta,
-        noise_scale=scale,
-        choice=choice,
-    )
+    return the_plan._release(check_histogram(x, policy.shape), rng)

@@ -109,6 +109,11 @@ class TreeTransform:
         cs = self._prefix(x)
         return cs[self._edge_stop] - cs[self._edge_start]
 
+    def data_and_totals(self, x) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`data`, :meth:`totals`) from one pass over x."""
+        cs = self._prefix(x)
+        return cs[self._edge_stop] - cs[self._edge_start], cs[self._root_stop] - cs[self._root_start]
+
     def totals(self, x) -> np.ndarray:
         """n_C for the components without ⊥, aligned with :attr:`roots` (disclosed exactly)."""
         cs = self._prefix(x)
@@ -127,7 +132,7 @@ class TreeTransform:
         check_compatible(workload, self.policy)
         return workload.matvec(self._root_vector(totals))
 
-    def workload(self, workload) -> "TransformedWorkload":
+    def workload(self, workload) -> TransformedWorkload:
         """W_G = W P_G as an implicit workload over the tree edges. The last few are kept on the
         transform, so planning and releasing share one object and its cached strategies and norms."""
         workload = as_workload(workload)

@@ -19,8 +19,8 @@ from scipy.sparse import csgraph
 
 from ._grid import shape_label as _fmt
 from ._validation import check_int, check_shape, check_size, is_int
-from .policies import BOTTOM, CliqueEdges, OffsetEdges, PairEdges, Policy, check_policy
 from .forest import RootedForest
+from .policies import BOTTOM, CliqueEdges, OffsetEdges, PairEdges, Policy, check_policy
 
 __all__ = [
     "Stretch",

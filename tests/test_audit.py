@@ -330,3 +330,23 @@ def test_sweep_ci_every_mechanism_under_every_policy_passes():
     assert all(("records" if key in records else "1-D ordered domain") in reason for key, reason in skipped.items())
     failed = [(row.mechanism, row.policy) for row in rows if row.report is not None and not row.report.passed]
     assert failed == []
+
+
+def test_scale_pairs_catch_a_mechanism_that_is_exact_above_a_count():
+    """A broken mechanism publishes exact answers once a cell holds more than 1000 records: no
+    small-histogram pair reaches that count (mass pairs hold 100), the scale pairs do."""
+
+    class ExactWhenLarge(Mechanism, register=False):
+        name = "exact_when_large"
+
+        def run(self, workload, x, epsilon, rng=None):
+            if np.max(x) > 1000:
+                return workload @ x
+            return Identity().run(workload, x, epsilon, rng)
+
+    small = audit(ExactWhenLarge(), policies.line(K), wl.prefix(K), 1.0, n_select=100, n_detect=300,
+                  kinds=("boundary", "mass", "single", "random"), rng=1, confidence=CONFIDENCE)
+    assert small.passed  # invisible without large counts
+    scaled = audit(ExactWhenLarge(), policies.line(K), wl.prefix(K), 1.0, n_select=100, n_detect=300,
+                   kinds=("scale",), per_kind=3, rng=1, confidence=CONFIDENCE)
+    assert not scaled.passed and any(r.pair.x.max() > 1000 for r in scaled.results if not r.passed)

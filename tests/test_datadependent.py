@@ -7,10 +7,8 @@ import pathlib
 import networkx as nx
 import numpy as np
 import pytest
-from conftest import graphs
 from hypothesis import given
 from hypothesis import strategies as st
-from test_routes import neighbour_pairs
 
 import blowfish_te as bt
 from blowfish_te import datasets, partitions, policies
@@ -31,6 +29,9 @@ from blowfish_te.partitions import (
     optimal_pairing,
     quotient_policy,
 )
+
+from conftest import graphs
+from test_routes import neighbour_pairs
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "dpbench"
 needs_data = pytest.mark.skipif(not (DATA / "1D" / "HEPTH.npy").exists(), reason="DPBench data not beside the clone")

@@ -22,6 +22,7 @@ from blowfish_te.strategies import (
     greedy_hierarchy,
     hierarchical,
 )
+
 from conftest import dense_boxes, laplace_mse_sd
 
 
@@ -335,7 +336,7 @@ def test_caches_stay_bounded_when_policies_are_rebuilt():
 
 def test_oh_solves_large_unbounded_domains_in_cumulative_coordinates():
     k = 6000  # beyond the dense limit: the cumulative-coordinate Gram is sparse
-    error = M.OrderedHierarchical().expected_error_native(wl.random_ranges(k, 50, rng=0), policies.threshold(k, 30), 1.0)
+    error = M.OrderedHierarchical().expected_error_native(wl.random_ranges(k, 50, rng=0), 1.0, policies.threshold(k, 30))
     assert 0 < error < np.inf
 
 

@@ -10,6 +10,7 @@ from blowfish_te import mechanisms as M
 from blowfish_te import policies
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms.ordered import oh_constants, oh_optimal_split, oh_predicted_error
+
 from conftest import laplace_mse_sd
 from test_routes import neighbour_pairs
 
@@ -54,14 +55,14 @@ def test_ordered_hierarchical_sensitivities_and_eq_15(k, theta, fanout):
     scales = {label: scale for label, _, _, scale in groups}
     share = oh_optimal_split(k, theta, fanout)
     assert scales["S"] == pytest.approx(1 / share) and scales["H"] == pytest.approx(2 * height / (1 - share))
-    exact = mech.expected_error_native(wl.all_ranges(k), policy, 1.0) / (k * (k + 1) / 2)
+    exact = mech.expected_error_native(wl.all_ranges(k), 1.0, policy) / (k * (k + 1) / 2)
     assert exact <= oh_predicted_error(k, theta, fanout, 1.0)
 
 
 def test_ordered_hierarchical_reduces_to_the_ordered_mechanism_at_theta_one():
     k = 50
-    oh = M.OrderedHierarchical().expected_error_native(wl.all_ranges(k), policies.line(k), 1.0)
-    ordered = M.Ordered(constrained=False).expected_error_native(wl.all_ranges(k), policies.line(k), 1.0)
+    oh = M.OrderedHierarchical().expected_error_native(wl.all_ranges(k), 1.0, policies.line(k))
+    ordered = M.Ordered(constrained=False).expected_error_native(wl.all_ranges(k), 1.0, policies.line(k))
     assert oh == pytest.approx(ordered) and oh / (k * (k + 1) / 2) == pytest.approx(oh_predicted_error(k, 1, 16, 1.0))
 
 
@@ -71,7 +72,7 @@ def test_ordered_hierarchical_monte_carlo():
     x = np.random.default_rng(1).integers(0, 9, k)
     truth = w @ x
     mse = np.array([np.mean((bt.answer(w, x, policy, eps, mech, rng=t).answers - truth) ** 2) for t in range(trials)])
-    expected = mech.expected_error_native(w, policy, eps) / w.num_queries
+    expected = mech.expected_error_native(w, eps, policy) / w.num_queries
     # the estimate is linear in the noise: R maps the unit-scale noise to answer errors
     _, weighted = mech._plan(policy, eps)
     solver, tree = mech._solver(policy, weighted)
@@ -113,7 +114,7 @@ def test_ordered_hierarchical_under_unbounded_dp_is_one_hierarchy():
     prefix at sensitivity K. Now one block of K cells: the error is that of a hierarchy."""
     k, eps = 256, 1.0
     w = wl.all_ranges(k)
-    oh = M.OrderedHierarchical(16).expected_error_native(w, policies.unbounded(k), eps) / w.num_queries
+    oh = M.OrderedHierarchical(16).expected_error_native(w, eps, policies.unbounded(k)) / w.num_queries
     hb = bt.plan(w, policies.unbounded(k), eps, M.HB(16), route="exact").chosen.expected_mse
     assert oh < 2 * hb
     # the error cached at ε = 1 and scaled by 1/ε² equals the direct computation at ε = 0.25
@@ -121,4 +122,4 @@ def test_ordered_hierarchical_under_unbounded_dp_is_one_hierarchy():
     _, weighted = mech._plan(policy, 0.25)
     solver, tree = mech._solver(policy, weighted)
     direct = 2 * solver.lstsq_frobenius_sq(tree.workload(w))
-    assert mech.expected_error_native(w, policy, 0.25) == pytest.approx(direct, rel=1e-9)
+    assert mech.expected_error_native(w, 0.25, policy) == pytest.approx(direct, rel=1e-9)

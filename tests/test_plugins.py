@@ -12,10 +12,10 @@ from click.testing import CliRunner
 import blowfish_te as bt
 from blowfish_te import policies
 from blowfish_te import workloads as wl
-from blowfish_te.cli import main
-from blowfish_te.evaluation import parse_suite
 from blowfish_te.audit import check_mechanism
+from blowfish_te.cli import main
 from blowfish_te.errors import ContractError
+from blowfish_te.evaluation import parse_suite
 from blowfish_te.mechanisms import MECHANISMS, Identity, Mechanism, mechanism_class
 
 PLUGIN = '''

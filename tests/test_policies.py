@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from blowfish_te import BOTTOM, policies
+
 from conftest import brute_edges, edge_set, forests, graphs
 
 

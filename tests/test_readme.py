@@ -16,6 +16,6 @@ def test_readme_python_blocks_run():
 
 def test_readme_commands_match_ci():
     ci = (pathlib.Path(__file__).parent.parent / ".ci" / "run").read_text()
-    test_command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && python -m pytest -q'
+    test_command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && ruff check . && python -m pytest -q'
     assert test_command in README and test_command in ci
     assert "pip install -e . && blowfish-te demo" in README

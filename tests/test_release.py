@@ -8,6 +8,7 @@ import blowfish_te as bt
 from blowfish_te import Mechanism, answer, policies, transform
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import DirectLaplace, Identity, get_mechanism
+
 from conftest import laplace_mse_sd
 
 X64 = np.random.default_rng(0).integers(0, 50, 64)
@@ -228,3 +229,43 @@ def test_releases_pickle_and_have_a_json_form():
     assert data["answers"] == release.answers.tolist() and data["policy"] == "threshold(8, theta=2)"
     assert data["component_totals"] == {str(k): v for k, v in release.component_totals.items()}
     assert set(data) == {f.name for f in dataclasses.fields(release)}
+
+
+def test_a_plan_is_decided_before_the_data_and_executes_like_answer():
+    k = 64
+    x = np.arange(k) % 7
+    w, policy = wl.prefix(k), policies.threshold(k, 4)
+    the_plan = bt.plan(w, policy, 0.5, "hb")
+    text = the_plan.summary()
+    assert the_plan.chosen.label in text and "threshold(64, theta=4)" in text and "ε = 0.5" in text
+    assert all(c.label in text for c in the_plan.considered)
+    first, second = the_plan.release(x, rng=4), answer(w, x, policy, 0.5, "hb", rng=4)
+    assert np.array_equal(first.answers, second.answers) and first.choice == second.choice
+    assert bt.plan(w, policy, 0.5, "hb") is the_plan  # planned once per (mechanism, W, G, ε, route, tree)
+    with pytest.raises(ValueError, match="x"):
+        the_plan.release(np.ones(k + 1, int), rng=0)
+
+
+def test_every_route_object_executes_to_one_outcome_type():
+    from blowfish_te.release import ExactRoute, NativeRoute, Outcome, TransformRoute
+
+    k, x = 16, np.arange(16) % 3
+    cases = [(policies.line(k), "identity", "transform", TransformRoute), (policies.threshold(k, 3), "hb", "exact", ExactRoute),
+             (policies.line(k), "ordered", "auto", NativeRoute)]
+    for policy, mechanism, route, cls in cases:
+        chosen = bt.plan(wl.prefix(k), policy, 1.0, mechanism, route=route).chosen
+        assert isinstance(chosen, cls)
+        outcome = chosen.execute(get_mechanism(mechanism), wl.prefix(k), x, policy, 1.0, np.random.default_rng(0))
+        assert isinstance(outcome, Outcome) and outcome.answers.shape == (k,)
+
+
+def test_unbounded_dp_plans_one_route_with_the_error_of_both():
+    """Under unbounded DP the transform is the identity: the exact route has the transform's error
+    (so only it is computed, and it publishes no totals)."""
+    k = 128
+    for mechanism in ("hb", "privelet", "identity", "h2"):
+        w, policy = wl.random_ranges(k, 50, rng=1), policies.unbounded(k)
+        auto = bt.plan(w, policy, 1.0, mechanism)
+        assert [c.route for c in auto.considered] == ["exact"]
+        forced = bt.plan(w, policy, 1.0, mechanism, route="transform").chosen
+        assert forced.expected_mse == pytest.approx(auto.chosen.expected_mse, rel=1e-9)

@@ -6,6 +6,7 @@ from scipy.spatial.distance import pdist
 
 from blowfish_te import policies, sensitivity
 from blowfish_te import workloads as wl
+
 from conftest import brute_sensitivity, dense_boxes, graphs
 
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from blowfish_te import CyclicPolicyError, policies, transform
 from blowfish_te import workloads as wl
 from blowfish_te._graph import signed_incidence
+
 from conftest import forests
 
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from blowfish_te import BOTTOM, policies, transform, trees
 from blowfish_te.forest import RootedForest
+
 from conftest import edge_set, forests, graphs
 
 

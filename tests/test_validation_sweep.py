@@ -14,8 +14,9 @@ import math
 import pathlib
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import networkx as nx
 import numpy as np

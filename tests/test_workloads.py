@@ -11,6 +11,7 @@ from blowfish_te import workloads as wl
 from blowfish_te._graph import signed_incidence
 from blowfish_te._grid import offset_pairs
 from blowfish_te.workloads.base import Workload
+
 from conftest import dense_boxes
 
 

@@ -9,8 +9,8 @@ below e^ε; for vertices at graph distance d the bound is e^{ε·d} (group priva
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy.sparse import csgraph
@@ -23,7 +23,9 @@ from ..policies import BOTTOM, Policy
 __all__ = ["KINDS", "NeighbourPair", "default_histogram", "make_pair", "neighbour_pairs"]
 
 #: Pair generators of :func:`neighbour_pairs`, in the order they are tried.
-KINDS = ("boundary", "tree", "partition", "mass", "single", "random")
+KINDS = ("boundary", "tree", "partition", "mass", "single", "random", "scale")
+#: The "scale" pairs put log-uniform counts up to this many records on the two moved cells.
+MAX_SCALE_COUNT = 2**20
 
 #: Largest number of vertices for which pairs at distance >= 2 are listed (all-pairs BFS).
 MAX_DISTANCE_VERTICES = 4096
@@ -155,7 +157,10 @@ def neighbour_pairs(
       partitions put bucket boundaries (for (a, ⊥): the jump from a to the next cell);
     - ``"mass"``: ``MASS`` records on one cell, all other cells empty, one record moved off it;
     - ``"single"``: one record alone, moved (or removed, under ⊥);
-    - ``"random"``: uniformly chosen moves on x.
+    - ``"random"``: uniformly chosen moves on x;
+    - ``"scale"``: moves on x whose two cells first get log-uniform counts up to
+      :data:`MAX_SCALE_COUNT`, so that pairs cross count thresholds at every scale (a mechanism
+      that behaves differently above some count is seen there, not on small histograms).
 
     ``x`` defaults to :func:`default_histogram`. Identical pairs are listed once, under the first
     kind that finds them; later kinds take their next candidates.
@@ -207,6 +212,11 @@ def neighbour_pairs(
             if kind in ("mass", "single"):  # a histogram built around the moved record
                 hist = np.zeros(k, dtype=np.int64)
                 hist[a[i]] = MASS if kind == "mass" else 1
+            elif kind == "scale":
+                hist = base.copy()
+                for cell in (a[i], b[i]):
+                    if cell < k:
+                        hist[cell] = int(np.exp(gen.uniform(0.0, math.log(MAX_SCALE_COUNT))))
             hist, u, v = _oriented(hist, int(a[i]), int(b[i]), k)
             pair = make_pair(policy, hist, u, v, kind)
             key = (pair.x.tobytes(), pair.y.tobytes())

@@ -13,8 +13,8 @@ each audit runs at 1 - (1 - confidence) / #audits (Bonferroni).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 

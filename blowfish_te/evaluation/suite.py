@@ -43,8 +43,8 @@ import hashlib
 import json
 import pathlib
 import tomllib
-from importlib import resources
 from dataclasses import dataclass, field
+from importlib import resources
 
 from .. import policies as pol
 from .. import workloads as wl

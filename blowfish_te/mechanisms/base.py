@@ -236,7 +236,10 @@ class LinearMechanism(Mechanism):
         self, workload, x, epsilon: float, rng: RNGLike = None, policy: Policy | None = None
     ) -> tuple[np.ndarray, float]:
         """Run the mechanism; return the answers and the sensitivity Δ the noise was calibrated to."""
-        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
+        return self._release(*self._checked(workload, x, epsilon, rng), policy)
+
+    def _release(self, workload: Workload, x: np.ndarray, epsilon: float, gen, policy: Policy | None) -> tuple[np.ndarray, float]:
+        """:meth:`release` on arguments already validated (the routes of :func:`blowfish_te.answer`)."""
         strategy = self.strategy(workload)
         delta = self._sensitivity(workload, strategy, policy)
         scale = delta / epsilon
@@ -289,6 +292,6 @@ class NativeMechanism(Mechanism):
     def release_native(self, workload, x, policy: Policy, epsilon: float, rng: RNGLike = None) -> NativeRelease:
         """Answer the workload with (ε, policy)-Blowfish privacy."""
 
-    def expected_error_native(self, workload, policy: Policy, epsilon: float) -> float | None:
+    def expected_error_native(self, workload, epsilon: float, policy: Policy) -> float | None:
         """Expected total squared error, when data-independent; else None."""
         return None

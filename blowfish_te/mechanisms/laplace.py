@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..workloads import Workload, identity
+from ..strategies import IdentityStrategy
+from ..workloads import Workload
 from .base import LinearMechanism
 
 
@@ -21,7 +22,7 @@ class Identity(LinearMechanism):
     name = "identity"
 
     def strategy(self, workload: Workload) -> Workload:
-        return identity(workload.domain)
+        return self._cache("strategy").get(workload, lambda: IdentityStrategy(workload.domain))
 
     def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
         return workload.matvec(y)

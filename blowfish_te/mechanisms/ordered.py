@@ -104,7 +104,7 @@ class Ordered(NativeMechanism):
             sensitivity={"cumulative": delta}, noise_scale={"cumulative": scale}, component_totals=totals,
         )
 
-    def expected_error_native(self, workload, policy, epsilon) -> float | None:
+    def expected_error_native(self, workload, epsilon, policy) -> float | None:
         """2 (Δ/ε)² Σ_j ‖W (e_j - e_{j+1})‖² (+ ‖W e_{K-1}‖² when n is measured), unconstrained."""
         if self.constrained:
             return None
@@ -266,7 +266,7 @@ class OrderedHierarchical(NativeMechanism):
             component_totals=totals,
         )
 
-    def expected_error_native(self, workload, policy, epsilon) -> float:
+    def expected_error_native(self, workload, epsilon, policy) -> float:
         """2 ‖W A_w⁺‖_F² for the noise-weighted strategy A_w (unit Laplace scale), exact.
 
         The split does not depend on ε, so every weight scales with ε and the error is exactly

@@ -103,6 +103,12 @@ class IdentityStrategy(LeastSquares, Boxes):
         cells = identity_workload(check_shape(domain, "domain"))
         Boxes.__init__(self, cells.domain, cells.lo, cells.hi, name=cells.name)
 
+    def _matmat(self, x):
+        return np.asarray(x)
+
+    def _rmatmat(self, y):
+        return np.asarray(y)
+
     def _pinv_matmat(self, y):
         return np.asarray(y, dtype=np.float64)
 

@@ -59,14 +59,22 @@ def _cells(shape: tuple[int, ...]) -> np.ndarray:
 
 
 def identity(shape) -> Boxes:
-    """One query per cell: the histogram itself."""
+    """One query per cell: the histogram itself.
+
+    >>> identity(3) @ [5, 0, 2]
+    array([5, 0, 2])
+    """
     shape = check_shape(shape, "shape")
     cells = _cells(shape)
     return Boxes(shape, cells, cells, name=f"identity({_fmt(shape)})")
 
 
 def prefix(shape) -> Boxes:
-    """Cumulative counts: for every cell t, the box [0, t] (in 1-D, the CDF counts x_0 + ... + x_t)."""
+    """Cumulative counts: for every cell t, the box [0, t] (in 1-D, the CDF counts x_0 + ... + x_t).
+
+    >>> prefix(3) @ [5, 0, 2]
+    array([5, 5, 7])
+    """
     shape = check_shape(shape, "shape")
     cells = _cells(shape)
     return Boxes(shape, np.zeros_like(cells), cells, name=f"prefix({_fmt(shape)})")
@@ -85,7 +93,11 @@ def ranges(k: int, lo, hi) -> Boxes:
 
 
 def random_ranges(k: int, m: int, rng: RNGLike = None) -> Boxes:
-    """m ranges whose two endpoints are drawn uniformly from the k cells, then sorted."""
+    """m ranges whose two endpoints are drawn uniformly from the k cells, then sorted.
+
+    >>> random_ranges(100, 5, rng=0).shape
+    (5, 100)
+    """
     k = check_size(k)
     m = check_int(m, "m", minimum=1)
     ends = check_rng(rng).integers(0, k, size=(2, m))

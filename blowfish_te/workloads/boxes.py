@@ -117,10 +117,12 @@ class Boxes(Workload):
     def _prefix_table(self, x: np.ndarray) -> np.ndarray:
         d = len(self.domain)
         table = x.reshape(self.domain + (x.shape[1],))
+        padded = np.zeros(self._padded + (x.shape[1],), dtype=np.result_type(x.dtype, np.int64))
+        inner = padded[(slice(1, None),) * d]
+        inner[...] = table
         for axis in range(d):
-            table = np.cumsum(table, axis=axis)
-        table = np.pad(table, [(1, 0)] * d + [(0, 0)])
-        return table.reshape(-1, x.shape[1])
+            np.cumsum(inner, axis=axis, out=inner)
+        return padded.reshape(-1, x.shape[1])
 
     def _matmat(self, x):
         return self._corners @ self._prefix_table(as_block(x))

@@ -1,0 +1,47 @@
+"""First (cold, fresh process) and warm release times of the linear mechanisms.
+
+Each configuration runs in its own Python process, so "first" includes planning the route (the
+analytic errors of every candidate) and building strategies, but not the import:
+
+    python benchmarks/bench_first_release.py [--k 4096] [--shape 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+SCRIPT = """
+import sys, time
+import numpy as np
+import blowfish_te as bt
+mechanism, spec, shape = sys.argv[1], sys.argv[2], tuple(int(s) for s in sys.argv[3].split("x"))
+x = np.random.default_rng(0).integers(0, 50, shape).ravel()
+w = bt.workloads.prefix(shape) if len(shape) == 1 else bt.workloads.random_rects(shape, 2000, rng=0)
+policy = bt.policies.from_spec(spec, shape)
+start = time.perf_counter()
+release = bt.answer(w, x, policy, 1.0, mechanism, rng=0)
+first = time.perf_counter() - start
+start = time.perf_counter()
+for seed in range(20):
+    bt.answer(w, x, policy, 1.0, mechanism, rng=seed)
+warm = (time.perf_counter() - start) / 20
+print(f"{mechanism:<10} {spec:<10} {'x'.join(map(str, shape)):>8}  first {first:6.2f} s  warm {warm * 1000:7.2f} ms  route {release.route}")
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--k", type=int, default=4096)
+    parser.add_argument("--shape", type=int, default=128, help="side of the 2-D grid")
+    args = parser.parse_args()
+    runs = [(m, p, str(args.k)) for p in ("unbounded", "line") for m in ("identity", "hb", "h2", "privelet", "greedyh")]
+    runs += [(m, p, f"{args.shape}x{args.shape}") for p in ("unbounded", "grid:1") for m in ("hb", "quadtree", "privelet")]
+    for mechanism, spec, shape in runs:
+        out = subprocess.run([sys.executable, "-c", SCRIPT, mechanism, spec, shape], capture_output=True, text=True)
+        print(out.stdout.strip() or f"{mechanism} {spec} {shape}: failed: {out.stderr.strip().splitlines()[-1]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
