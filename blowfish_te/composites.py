@@ -141,7 +141,6 @@ class PartitionThenTransform(NativeMechanism):
         )
 
 
-
 def best_plan(workload: Workload, policy: Policy):
     """(mechanism, candidate): the strategy of :data:`BUCKET_STRATEGIES` and the route with the
     lowest analytic error for ``workload`` under ``policy``, judged on at most

@@ -82,7 +82,6 @@ class DAWA(Mechanism):
         return estimator.run(reduced, totals, epsilon - eps1, gen)
 
 
-
 #: Linear strategies DAWA chooses from for the bucket totals (by analytic error, never the data).
 STAGE_TWO: tuple[type[LinearMechanism], ...] = (Identity, HB, GreedyH)
 #: GreedyH builds a dense Gram matrix of the buckets: it is a candidate up to this many buckets.
@@ -184,7 +183,6 @@ class MWEM(Mechanism):
         return np.asarray(workload.matvec(estimate), dtype=np.float64)
 
 
-
 class AHP(Mechanism):
     """AHP (Zhang, Chen, Xu, Meng, Xie, SDM 2014): noisy counts, thresholding, sort, cluster, re-measure.
 
@@ -217,7 +215,6 @@ class AHP(Mechanism):
         totals = add_laplace(np.bincount(labels, weights=x), 1.0 / eps2, gen, sensitivity=1.0, integer=True)
         estimate = totals[labels] / np.bincount(labels)[labels]
         return np.asarray(workload.matvec(estimate), dtype=np.float64)
-
 
 
 def _greedy_clusters(values: np.ndarray, epsilon: float, window: int = 4096) -> np.ndarray:

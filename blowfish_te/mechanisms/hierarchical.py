@@ -93,7 +93,6 @@ class HB(LinearMechanism):
         return _cached_hierarchical(workload.domain, self.branching_for(workload.domain), root, None)
 
 
-
 class QuadTree(LinearMechanism):
     """Quadtree (Cormode, Procopiuc, Srivastava, Shen, Yu 2012): halve every axis down to single
     cells (4 children in 2-D), the root included.
@@ -116,7 +115,6 @@ class QuadTree(LinearMechanism):
         return _cached_hierarchical(workload.domain, 2, True, tuple(raw / raw.sum()))
 
 
-
 class GreedyH(LinearMechanism):
     """GreedyH (Li, Hay, Miklau, Wang 2014): hierarchy weights chosen greedily for the workload
     (see :func:`blowfish_te.strategies.greedy_hierarchy`); Δ = 1. The weights depend on W only,
@@ -133,7 +131,6 @@ class GreedyH(LinearMechanism):
 
     def strategy(self, workload: Workload) -> TreeStrategy:
         return self._cache("strategy").get(workload, lambda: greedy_hierarchy(workload, self.branching, self.grid, self.rule))
-
 
 
 @functools.lru_cache(maxsize=16)

@@ -62,4 +62,3 @@ class NonNegative(LinearMechanism):
 
     def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> None:
         return None
-

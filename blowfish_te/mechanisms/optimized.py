@@ -34,4 +34,3 @@ class Optimized(LinearMechanism):
         if workload.frobenius_sq() < optimized.lstsq_frobenius_sq(workload):
             return IdentityStrategy(workload.domain)
         return optimized
-

@@ -142,7 +142,6 @@ def oh_constants(k: int, theta: int, fanout: int) -> tuple[float, float]:
     return c1, c2
 
 
-
 def oh_optimal_split(k: int, theta: int, fanout: int) -> float:
     """ε_S*/ε = c1^{1/3} / (c1^{1/3} + c2^{1/3}) (seed eq. (15))."""
     c1, c2 = oh_constants(k, theta, fanout)
@@ -284,4 +283,3 @@ class OrderedHierarchical(NativeMechanism):
 
         per_policy = self._cache("expected").get(policy, IdentityCache)
         return per_policy.get(workload, at_unit_epsilon) / epsilon**2
-
