@@ -43,3 +43,15 @@ def test_a_wheel_in_a_fresh_environment_runs_a_named_suite(tmp_path):
     _run(script, "bench", "dpbench_1d_prefix", "--tiny", "--out", tmp_path / "out", "--no-plot", cwd=tmp_path)
     meta = json.loads((tmp_path / "out" / "suite.json").read_text())
     assert meta["suite"] == "dpbench_1d_prefix" and (tmp_path / "out" / "results.csv").stat().st_size > 0
+
+
+def test_a_source_checkout_finds_the_suites_folder(monkeypatch):
+    """Without an install (the repository on sys.path only) the suites come from workloads/."""
+    from blowfish_te.evaluation import suite
+
+    def not_installed(name):
+        raise ModuleNotFoundError(name)
+
+    monkeypatch.setattr(suite.resources, "files", not_installed)
+    assert suite._suites_dir() == REPO / "workloads"
+    assert (suite._suites_dir() / "anuarbek_fig4.toml").is_file()

@@ -53,9 +53,16 @@ from ..mechanisms import Mechanism, mechanism_class
 
 __all__ = ["SUITES_DIR", "MechanismSpec", "Suite", "SuiteError", "load_suite", "parse_suite", "policy_theta"]
 
+def _suites_dir() -> pathlib.Path:
+    try:  # installed (wheel or editable): the package data
+        return pathlib.Path(str(resources.files("blowfish_te.suites")))
+    except ModuleNotFoundError:  # a source checkout on sys.path without installing: the folder itself
+        return pathlib.Path(__file__).resolve().parents[2] / "workloads"
+
+
 #: The published suites: the repository's top-level ``workloads/`` folder, installed with the
 #: package as ``blowfish_te.suites``.
-SUITES_DIR = pathlib.Path(str(resources.files("blowfish_te.suites")))
+SUITES_DIR = _suites_dir()
 
 _TOP = {"name", "description", "master_seed", "trials", "epsilons", "policies", "data", "workload", "mechanisms", "tiny"}
 _DATA = {"datasets", "domain", "scales", "data_seeds"}
