@@ -111,3 +111,23 @@ def test_mismatched_sizes_are_refused():
         sensitivity(wl.identity((2, 6)), policies.grid((3, 4)))
     with pytest.raises(TypeError, match="policy"):
         sensitivity(wl.prefix(5), "line")
+
+
+@given(graphs(max_cells=6))
+def test_identity_closed_form_sensitivity_matches_brute_force(case):
+    """Identity reads Δ_G(I) off the edge blocks; it must equal the brute-force maximum."""
+    from blowfish_te.mechanisms import Identity
+
+    k, edges = case
+    policy = policies.from_edges(k, np.array(edges, dtype=int).reshape(-1, 2))
+    mech = Identity()
+    assert mech.strategy_sensitivity(mech.strategy(wl.identity(k)), policy) == brute_sensitivity(np.eye(k), edges, k)
+
+
+@pytest.mark.parametrize("policy", [policies.line(7), policies.threshold(7, 3), policies.grid((3, 4)), policies.complete(5),
+                                    policies.unbounded(6), policies.attribute((2, 3)), policies.partition([0, 1, 1, 2, 2, 2])])
+def test_identity_closed_form_sensitivity_on_structured_policies(policy):
+    from blowfish_te.mechanisms import Identity
+
+    mech = Identity()
+    assert mech.strategy_sensitivity(mech.strategy(wl.identity(policy.shape)), policy) == sensitivity(wl.identity(policy.shape), policy)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..policies import PairEdges, Policy
 from ..strategies import IdentityStrategy
 from ..workloads import Workload
 from .base import LinearMechanism
@@ -26,6 +27,15 @@ class Identity(LinearMechanism):
 
     def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
         return workload.matvec(y)
+
+    def strategy_sensitivity(self, strategy: Workload, policy: Policy | None = None) -> float:
+        """Δ of I read off the policy's edge blocks (never listing the edges): ‖e_u - e_v‖₁ = 2 for
+        an edge between two cells, ‖e_u‖₁ = 1 for an edge to ⊥; 1 for unit changes."""
+        if policy is None:
+            return 1.0
+        k = policy.size
+        between_cells = any(not isinstance(b, PairEdges) or bool(np.any(b.v < k)) for b in policy.edge_blocks)
+        return 2.0 if between_cells else (1.0 if policy.num_edges else 0.0)
 
     def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> float:
         return workload.frobenius_sq()

@@ -12,6 +12,7 @@ need; column norms then weigh each box by w_r (L1) or w_r² (squared L2).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -102,16 +103,23 @@ class Boxes(Workload):
         self.hi.flags.writeable = False
         super().__init__(domain, m, name or f"boxes({domain}, m={m})")
         self._padded = tuple(s + 1 for s in domain)
+        self._counts: dict[str, np.ndarray] = {}
+
+    @functools.cached_property
+    def _corners(self) -> sp.csr_array:
+        """The signed corner matrix (m × padded cells): W x = corners @ (prefix table of x).
+        Built on the first product, so strategies that never multiply through it (the identity)
+        and workloads only planned with never pay for it."""
+        m, weights = self.lo.shape[0], self.weights
         rows, cols, data = [], [], []
         for sign, idx in _corner_indices(self._padded, self.lo, self.hi):
             rows.append(np.arange(m))
             cols.append(idx)
             data.append(np.full(m, sign, dtype=np.int64) if weights is None else sign * weights)
-        self._corners = sp.csr_array(
+        return sp.csr_array(
             (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))),
             shape=(m, math.prod(self._padded)),
         )
-        self._counts: dict[str, np.ndarray] = {}
 
     # -- products -------------------------------------------------------------------------------
     def _prefix_table(self, x: np.ndarray) -> np.ndarray:
