@@ -232,12 +232,6 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
 
 def _plan(workload: Workload, policy: Policy, epsilon: float, mech: Mechanism, route: str, tree) -> Plan:
     linear = isinstance(mech, LinearMechanism)
-    needs_tree = (
-        f"{policy.name} has cycles and mechanism {mech.name!r} is data-dependent (no exact route, no "
-        "analytic error to choose a tree by): pass a spanning tree, e.g. tree='bfs' or a forest policy, "
-        "to run it at epsilon / stretch (an (ε/ℓ, T)-Blowfish mechanism is (ε, G)-Blowfish for ℓ the stretch)"
-    )
-
     if mech.models_records and not policy.is_differential_privacy:
         works = ", ".join(sorted(name for name, cls in MECHANISMS.items() if not cls.models_records))
         raise ValueError(
@@ -276,7 +270,11 @@ def _plan(workload: Workload, policy: Policy, epsilon: float, mech: Mechanism, r
                 reason = "auto: lowest analytic expected error"
     else:
         if not linear:
-            raise CyclicPolicyError(needs_tree)
+            raise CyclicPolicyError(
+                f"{policy.name} has cycles and mechanism {mech.name!r} is data-dependent (no exact route, no "
+                "analytic error to choose a tree by): pass a spanning tree, e.g. tree='bfs' or a forest policy, "
+                "to run it at epsilon / stretch (an (ε/ℓ, T)-Blowfish mechanism is (ε, G)-Blowfish for ℓ the stretch)"
+            )
         cands = [_transform_candidate(workload, policy, t, epsilon, mech) for t in tree_lib.candidates(policy).values()]
         reason = "route='transform': the candidate tree with the lowest analytic expected error"
         if route == "auto":

@@ -104,20 +104,20 @@ class TreeTransform:
         x = check_histogram(x, self.policy.shape)
         return np.concatenate([[0], np.cumsum(x[self._cell_order])])
 
-    def data(self, x) -> np.ndarray:
-        """x_G: for every tree edge, the number of records in the subtree below it (int64)."""
-        cs = self._prefix(x)
-        return cs[self._edge_stop] - cs[self._edge_start]
-
     def data_and_totals(self, x) -> tuple[np.ndarray, np.ndarray]:
-        """(:meth:`data`, :meth:`totals`) from one pass over x."""
+        """(x_G, n_C) from one pass over x: for every tree edge the number of records in the
+        subtree below it (int64), and the totals of the components without ⊥, aligned with
+        :attr:`roots` (disclosed exactly)."""
         cs = self._prefix(x)
         return cs[self._edge_stop] - cs[self._edge_start], cs[self._root_stop] - cs[self._root_start]
 
+    def data(self, x) -> np.ndarray:
+        """x_G (see :meth:`data_and_totals`)."""
+        return self.data_and_totals(x)[0]
+
     def totals(self, x) -> np.ndarray:
-        """n_C for the components without ⊥, aligned with :attr:`roots` (disclosed exactly)."""
-        cs = self._prefix(x)
-        return cs[self._root_stop] - cs[self._root_start]
+        """n_C for the components without ⊥ (see :meth:`data_and_totals`)."""
+        return self.data_and_totals(x)[1]
 
     def _root_vector(self, totals) -> np.ndarray:
         """Σ_C n_C e_{r_C}; ``totals`` are record counts, one per root (:attr:`roots`)."""
