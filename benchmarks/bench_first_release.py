@@ -3,7 +3,10 @@
 Each configuration runs in its own Python process, so "first" includes planning the route (the
 analytic errors of every candidate) and building strategies, but not the import:
 
-    python benchmarks/bench_first_release.py [--k 4096] [--shape 128]
+    python benchmarks/bench_first_release.py [--k 4096] [--shape 128] [--large]
+
+``--large`` adds one release each of identity under ``line`` and HB under ``unbounded`` on 2^24
+cells with 10,000 random ranges, with the process's peak memory.
 """
 
 from __future__ import annotations
@@ -13,16 +16,24 @@ import subprocess
 import sys
 
 SCRIPT = """
-import sys, time
+import resource, sys, time
 import numpy as np
 import blowfish_te as bt
 mechanism, spec, shape = sys.argv[1], sys.argv[2], tuple(int(s) for s in sys.argv[3].split("x"))
+large = shape[0] > 2**20
 x = np.random.default_rng(0).integers(0, 50, shape).ravel()
-w = bt.workloads.prefix(shape) if len(shape) == 1 else bt.workloads.random_rects(shape, 2000, rng=0)
+if large:
+    w = bt.workloads.random_ranges(shape[0], 10_000, rng=0)
+else:
+    w = bt.workloads.prefix(shape) if len(shape) == 1 else bt.workloads.random_rects(shape, 2000, rng=0)
 policy = bt.policies.from_spec(spec, shape)
 start = time.perf_counter()
 release = bt.answer(w, x, policy, 1.0, mechanism, rng=0)
 first = time.perf_counter() - start
+if large:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"{mechanism:<10} {spec:<10} {shape[0]:>8}  first {first:6.2f} s  peak {peak:5.2f} GB  route {release.route}")
+    sys.exit()
 start = time.perf_counter()
 for seed in range(20):
     bt.answer(w, x, policy, 1.0, mechanism, rng=seed)
@@ -35,9 +46,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", type=int, default=4096)
     parser.add_argument("--shape", type=int, default=128, help="side of the 2-D grid")
+    parser.add_argument("--large", action="store_true", help="also 2^24 cells, 10,000 ranges (minutes, several GB)")
     args = parser.parse_args()
     runs = [(m, p, str(args.k)) for p in ("unbounded", "line") for m in ("identity", "hb", "h2", "privelet", "greedyh")]
     runs += [(m, p, f"{args.shape}x{args.shape}") for p in ("unbounded", "grid:1") for m in ("hb", "quadtree", "privelet")]
+    if args.large:
+        runs += [("identity", "line", str(2**24)), ("hb", "unbounded", str(2**24))]
     for mechanism, spec, shape in runs:
         out = subprocess.run([sys.executable, "-c", SCRIPT, mechanism, spec, shape], capture_output=True, text=True)
         print(out.stdout.strip() or f"{mechanism} {spec} {shape}: failed: {out.stderr.strip().splitlines()[-1]}", flush=True)

@@ -189,6 +189,21 @@ class TransformedWorkload(Workload):
     def tosparse(self) -> sp.csr_array:
         return self.base.times_incidence(self.tree.child, self.tree.parent)
 
+    def gram_matrix(self, max_entries: int = 2**26) -> np.ndarray:
+        """W_Gᵀ W_G = P_Gᵀ (WᵀW) P_G, by rows and columns of the base workload's Gram matrix."""
+        edges, k = self.size, self.base.size
+        if edges * edges > max_entries:
+            raise ValueError(f"the Gram matrix of {self.name} would have {edges * edges} entries (limit {max_entries})")
+        child, parent = self.tree.child, self.tree.parent
+        real = np.flatnonzero(parent < k)  # edges to ⊥ subtract nothing
+        gram = self.base.gram_matrix(max_entries=k * k)
+        half = gram[child]  # P_Gᵀ C: row child minus row parent
+        half[real] -= gram[parent[real]]
+        del gram
+        out = half[:, child]
+        out[:, real] -= half[:, parent[real]]
+        return out
+
     def max_abs_entry(self) -> float:
         """A 0/1 workload's differences of two columns lie in {-1, 0, 1}."""
         if self.base.is_binary:

@@ -4,9 +4,30 @@ Li et al., PODS 2010)."""
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._validation import check_real_array
+from ..transform import TransformedWorkload
 from ..workloads.base import CHUNK_ENTRIES, Workload
+from ..workloads.boxes import Boxes
+from ..workloads.matrix import MatrixWorkload
+
+#: Largest number of non-zeros of a workload's sparse rows that the closed-form errors build.
+MAX_ROW_NONZEROS = 2**24
+
+
+def sparse_rows(workload: Workload) -> sp.csr_array | None:
+    """W as a CSR array when it has a cheap sparse form with at most MAX_ROW_NONZEROS entries:
+    boxes, explicit matrices, and such workloads moved onto a tree's edges (W_G = W P_G, whose
+    rows are non-zero only on the edges that cross a query's boundary). Else None."""
+    base = workload.base if isinstance(workload, TransformedWorkload) else workload
+    if isinstance(base, Boxes):
+        if float((base.hi - base.lo + 1).prod(axis=1).sum()) > MAX_ROW_NONZEROS:
+            return None
+    elif not isinstance(base, MatrixWorkload):
+        return None
+    rows = sp.csr_array(workload.tosparse(), dtype=np.float64)
+    return rows if rows.nnz <= MAX_ROW_NONZEROS else None
 
 
 class LeastSquares:

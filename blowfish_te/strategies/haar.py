@@ -9,6 +9,11 @@ per-axis matrices (the standard decomposition), with column norm ∏(m_i + 1).
 Domains that are not powers of two are padded with empty cells (public zeros); the estimate is
 H⁻¹ y on the padded grid, restricted to the real cells — unbiased, as in DPBench — computed with
 O(K) fast transforms.
+
+The rows of H are orthogonal, H Hᵀ = D with D_j = ‖row j‖² (n for the total, 2s for a block of
+halves of s cells), so H⁻¹ = Hᵀ D⁻¹ and ‖W H⁻¹‖_F² = Σ_q Σ_j (H q)_j² / D_j². A range has non-zero
+details only in the (at most two) blocks per level holding its ends, and a box's coefficients are
+the product of its sides', which gives the analytic error in O(m·d·log n).
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._grid import shape_label
 from .._validation import check_shape
-from ..workloads.base import Workload, as_block, check_norm
-from .base import LeastSquares
+from ..workloads.base import CHUNK_ENTRIES, Workload, as_block, check_norm
+from ..workloads.boxes import Boxes
+from .base import LeastSquares, sparse_rows
 
 
 def _forward(a: np.ndarray, axis: int) -> np.ndarray:
@@ -63,6 +70,38 @@ def _inverse_adjoint(a: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(np.concatenate([a] + details[::-1]), 0, axis)
 
 
+def _row_norms(n: int) -> np.ndarray:
+    """‖row j‖² of H_n: n for the total, 2s for the blocks of halves of s cells."""
+    rows = np.arange(n)
+    level = np.floor(np.log2(np.maximum(rows, 1))).astype(np.int64)  # row j in [2^l, 2^(l+1)): halves of n / 2^(l+1)
+    return np.where(rows == 0, float(n), 2.0 * (n >> (level + 1)))
+
+
+def _haar_column(cells: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and signs of the non-zeros of H_n's columns ``cells``: the total, then one per level."""
+    half = n >> np.arange(1, n.bit_length())  # s = n/2, ..., 1
+    cells = np.asarray(cells, dtype=np.int64)[:, None]
+    rows = np.concatenate([np.zeros_like(cells), n // (2 * half) + cells // (2 * half)], axis=1)
+    signs = np.concatenate([np.ones(cells.shape), np.where((cells // half) % 2 == 0, 1.0, -1.0)], axis=1)
+    return rows, signs
+
+
+def _range_energy(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
+    """Σ_j (H_n q)_j² / D_j² for the ranges q = [lo, hi]: the total, plus the blocks holding an end."""
+    energy = ((hi - lo + 1) / n) ** 2
+    half = n // 2
+    while half >= 1:
+        block = 2 * half
+        t_lo, t_hi = lo // block, hi // block
+        for t, counted in ((t_lo, True), (t_hi, t_hi != t_lo)):
+            start = t * block
+            left = np.maximum(0, np.minimum(hi, start + half - 1) - np.maximum(lo, start) + 1)
+            right = np.maximum(0, np.minimum(hi, start + block - 1) - np.maximum(lo, start + half) + 1)
+            energy += np.where(counted, (left - right) ** 2, 0) / block**2
+        half //= 2
+    return energy
+
+
 class HaarStrategy(LeastSquares, Workload):
     """Privelet's strategy on a grid: unnormalised Haar coefficients of the zero-padded data."""
 
@@ -98,6 +137,38 @@ class HaarStrategy(LeastSquares, Workload):
     def _pinv_rmatmat(self, x):
         return self._apply(self._pad(np.asarray(x, dtype=np.float64)), _inverse_adjoint).reshape(self.shape[0], -1)
 
+    # -- the analytic error in closed form (module docstring) ---------------------------------
+    def lstsq_frobenius_sq(self, workload: Workload) -> float:
+        """‖W H⁻¹‖_F² = Σ_q Σ_j (H q)_j² / D_j²: per box a product over its sides; through the
+        sparse coefficients of the used cells for workloads with sparse rows; else generic."""
+        if workload.domain == self.domain:
+            if isinstance(workload, Boxes):
+                per_box = np.ones(workload.num_queries)
+                for axis, n in enumerate(self.padded):
+                    per_box *= _range_energy(workload.lo[:, axis], workload.hi[:, axis], n)
+                weights = 1.0 if workload.weights is None else workload.weights**2
+                return float((weights * per_box).sum())
+            rows = sparse_rows(workload)
+            if rows is not None:
+                return self._sparse_error(rows)
+        return super().lstsq_frobenius_sq(workload)
+
+    def _sparse_error(self, rows) -> float:
+        cells = np.flatnonzero(np.bincount(rows.indices, minlength=self.size))
+        index, sign = self._columns(cells)
+        norm = np.ones(1)
+        for n in self.padded:
+            norm = np.multiply.outer(norm, _row_norms(n)).reshape(-1)
+        position = np.zeros(self.size, dtype=np.int64)
+        position[cells] = np.arange(cells.size)
+        used = sp.csr_array((rows.data, position[rows.indices], rows.indptr), shape=(rows.shape[0], cells.size))
+        per_cell = index.shape[1]
+        columns = sp.csr_array(
+            (sign.ravel(), index.ravel(), np.arange(0, cells.size * per_cell + 1, per_cell)), shape=(cells.size, norm.size)
+        )
+        coefficients = sp.csr_array(used @ columns)
+        return float((coefficients.data**2 / norm[coefficients.indices] ** 2).sum())
+
     def column_norms(self, norm: str = "l1") -> np.ndarray:
         """Every column has L1 and squared-L2 norm ∏(m_i + 1)."""
         check_norm(norm)
@@ -106,11 +177,12 @@ class HaarStrategy(LeastSquares, Workload):
     def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
         """1-D closed form: cells whose m-bit indices share t leading bits differ on the row of the
         block where they part (by 2) and on one row per finer level each (by 1 and 1), so the
-        L1 norm is 2(m - t) and the squared L2 norm 2(m - t) + 2. Other dimensions: generic."""
-        if len(self.domain) > 1:
-            return super().difference_norms(u, v, norm)
+        L1 norm is 2(m - t) and the squared L2 norm 2(m - t) + 2. Other dimensions: from the
+        columns' ∏(m_i + 1) non-zeros each."""
         u, v = self._check_pairs(u, v)
         check_norm(norm)
+        if len(self.domain) > 1:
+            return self._sparse_differences(u, v, norm)
         m = self.levels[0]
         out = np.empty(u.size)
         bottom = v == self.size
@@ -118,6 +190,37 @@ class HaarStrategy(LeastSquares, Workload):
         a, b = u[~bottom], v[~bottom]
         parted = m - self._shared_bits(a, b)  # levels at or below the parting block
         out[~bottom] = np.where(a == b, 0, 2 * parted + (2 if norm == "l2sq" else 0))
+        return out
+
+    def _columns(self, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Coefficient indices and signs of the columns ``cells`` ((len, ∏(m_i + 1)) each): the
+        Kronecker product of the per-axis columns."""
+        coords = np.unravel_index(cells, self.domain)
+        index, sign = np.zeros((cells.size, 1), dtype=np.int64), np.ones((cells.size, 1))
+        for axis, n in enumerate(self.padded):
+            idx, sgn = _haar_column(coords[axis], n)
+            width = index.shape[1] * idx.shape[1]
+            index = (index[:, :, None] * n + idx[:, None, :]).reshape(cells.size, width)
+            sign = (sign[:, :, None] * sgn[:, None, :]).reshape(cells.size, width)
+        return index, sign
+
+    def _sparse_differences(self, u: np.ndarray, v: np.ndarray, norm: str) -> np.ndarray:
+        """Norms of H[:, u] - H[:, v] (v = K: a zero column) from the columns' non-zeros."""
+        out = np.empty(u.size)
+        per_pair = 2 * math.prod(m + 1 for m in self.levels)
+        step = max(1, CHUNK_ENTRIES // per_pair)
+        for start in range(0, u.size, step):
+            cu, cv = u[start : start + step], v[start : start + step]
+            real = cv < self.size
+            iu, su = self._columns(cu)
+            iv, sv = self._columns(cv[real])
+            pairs = np.arange(cu.size)
+            rows = np.concatenate([np.repeat(pairs, iu.shape[1]), np.repeat(pairs[real], iv.shape[1])])
+            diff = sp.csr_array((np.concatenate([su.ravel(), -sv.ravel()]), (rows, np.concatenate([iu.ravel(), iv.ravel()]))),
+                                shape=(cu.size, self.shape[0]))
+            diff.sum_duplicates()
+            values = np.abs(diff.data) if norm == "l1" else diff.data**2
+            out[start : start + step] = np.bincount(np.repeat(pairs, np.diff(diff.indptr)), weights=values, minlength=cu.size)
         return out
 
     def _shared_bits(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:

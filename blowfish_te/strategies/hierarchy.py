@@ -17,6 +17,20 @@ Laplace noise of equal scale on every row, the measurement of node n's total has
 
 Both passes are linear with data-independent coefficients, so they are A⁺ itself; their adjoint
 (the passes reversed and transposed) gives (A⁺)ᵀ. Cost O(#nodes) per right-hand side.
+
+The error has a closed form. Write e_n for the error of the estimated total of node n. Given the
+parent's total, the children's subtree estimates are independent with variances V_c, so
+e_c = β_c e_p + r_c, where the r of one family are independent of everything above and of other
+families, with Cov(r_c, r_c') = V_c δ_cc' - V_c V_c' / Σ_siblings V (the Gaussian conditioned on
+its sum). A query q's error is then a sum of independent terms: with its load
+L(n) = Σ_{cells i} q_i π_n(i) on every node, π_n(i) the product of β from leaf i up to n (so
+L(parent) = Σ_c β_c L(c), and L = 1 on nodes inside a box, 0 outside),
+
+    Var(q x̂) = V_root L(root)² + Σ_{c ≠ root} V_c (L(c) - L(parent c))²
+
+(an unmeasured child, V_c = ∞, has β_c = 1 and its term is 0). Only nodes cut by a query's
+boundary contribute, which gives ‖W A⁺‖_F² in O(m·h) for 1-D ranges and through sparse loads for
+workloads with sparse rows.
 """
 
 from __future__ import annotations
@@ -28,8 +42,9 @@ import scipy.sparse as sp
 
 from .._grid import shape_label
 from .._validation import check_int, check_real_array, check_shape
+from ..workloads.base import Workload
 from ..workloads.boxes import Boxes
-from .base import LeastSquares
+from .base import LeastSquares, sparse_rows
 
 
 def _split_axis(lo: np.ndarray, hi: np.ndarray, owner: np.ndarray, axis: int, b: int):
@@ -173,7 +188,135 @@ class TreeStrategy(LeastSquares, Boxes):
             alpha[nodes] = np.where(precision > 0, own[nodes] / np.where(precision > 0, precision, 1.0), 0.0)
         if np.isinf(variance[0]):
             raise ValueError("hierarchical strategy is rank deficient: the total is never measured, even indirectly")
-        self._alpha, self._beta = alpha, beta
+        self._alpha, self._beta, self._variance = alpha, beta, variance
+
+    # -- the analytic error in closed form (module docstring) ---------------------------------
+    def lstsq_frobenius_sq(self, workload: Workload) -> float:
+        """‖W A⁺‖_F² = Σ_q Var(q x̂) by the closed form of the module docstring: O(m·h) on 1-D
+        boxes, sparse loads on workloads with sparse rows; otherwise the generic blocks."""
+        if workload.domain == self.domain:
+            if isinstance(workload, Boxes) and len(self.domain) == 1:
+                return self._ranges_error(workload)
+            rows = sparse_rows(workload)
+            if rows is not None:
+                return self._sparse_error(rows)
+        return super().lstsq_frobenius_sq(workload)
+
+    def _omega(self) -> np.ndarray:
+        """V_c where finite (an unmeasured subtree contributes no term)."""
+        return np.where(np.isfinite(self._variance), self._variance, 0.0)
+
+    def _sparse_error(self, rows) -> float:
+        """Loads L = Q Π (Π[i, n] = π_n(i), only for the cells Q uses), then the family sums
+        Σ_c ω_c (L_c - L_p)² = Σ_c ω_c L_c² - 2 L_p Σ_c ω_c L_c + L_p² Σ_c ω_c."""
+        h = self.hierarchy
+        cells = np.flatnonzero(np.bincount(rows.indices, minlength=self.size))
+        node = h.leaf_of_cell[cells]
+        share = np.ones(cells.size)
+        entry_rows, entry_cols, entry_vals = [], [], []
+        position = np.arange(cells.size)
+        while position.size:  # climb from every used leaf to the root
+            entry_rows.append(position)
+            entry_cols.append(node)
+            entry_vals.append(share)
+            up = h.parent[node] >= 0
+            position, share, node = position[up], share[up] * self._beta[node[up]], h.parent[node[up]]
+        profile = sp.csr_array(
+            (np.concatenate(entry_vals), (np.concatenate(entry_rows), np.concatenate(entry_cols))),
+            shape=(cells.size, h.num_nodes),
+        )
+        if cells.size < self.size:  # Π only for the cells Q uses
+            position = np.zeros(self.size, dtype=np.int64)
+            position[cells] = np.arange(cells.size)
+            rows = sp.csr_array((rows.data, position[rows.indices], rows.indptr), shape=(rows.shape[0], cells.size))
+        loads = sp.csr_array(rows @ profile)
+        # where every child is measured, Σ_c ω_c L_c = S_p L_p (β_c = ω_c / S_p), so the family
+        # sum is Σ_c ω_c L_c² - S_p L_p²: one weight per node on the squared loads
+        omega = self._omega()
+        child = np.arange(1, h.num_nodes)
+        family = np.bincount(h.parent[child], weights=omega[child], minlength=h.num_nodes)
+        weight = omega - family
+        weight[0] = self._variance[0] - family[0]
+        total = float((loads.data**2 * weight[loads.indices]).sum())
+        # a family with an unmeasured child c* has L_p = L_c*: add -2 L_p Σ_c ω_c (L_c - L_p)
+        special = np.flatnonzero(np.bincount(h.parent[child], weights=np.isinf(self._variance[child]),
+                                             minlength=h.num_nodes))
+        if special.size:
+            column = np.full(h.num_nodes, -1)
+            column[special] = np.arange(special.size)
+            kids = child[column[h.parent[child]] >= 0]
+            pick = sp.csr_array((np.ones(special.size), (special, np.arange(special.size))), shape=(h.num_nodes, special.size))
+            gather = sp.csr_array((omega[kids], (kids, column[h.parent[kids]])), shape=(h.num_nodes, special.size))
+            parent_loads = sp.csr_array(loads @ pick)
+            sums = sp.csr_array(loads @ gather)
+            cross = float(parent_loads.multiply(sums).sum())
+            own = float((parent_loads.data**2 * family[special][parent_loads.indices]).sum())
+            total -= 2.0 * (cross - own)
+        return max(total, 0.0)
+
+    def _ranges_error(self, workload: Boxes) -> float:
+        """1-D ranges [lo, hi]: per level, only the families holding lo or hi have children with
+        different loads, and a node's load is a difference of prefix sums of the cells' π."""
+        h = self.hierarchy
+        k = h.domain[0]
+        lo, hi = workload.lo[:, 0], workload.hi[:, 0]
+        node_lo, node_hi = h.lo[:, 0], h.hi[:, 0]
+        omega = self._omega()
+        omega_sum = np.concatenate([[0.0], np.cumsum(omega)])
+        first_child = np.searchsorted(h.parent, np.arange(h.num_nodes), side="left")
+        end_child = np.searchsorted(h.parent, np.arange(h.num_nodes), side="right")
+
+        def holder(level: int, cell: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """The node of ``level`` containing each cell, and whether there is one."""
+            sl = h.level(level)
+            idx = np.maximum(np.searchsorted(node_lo[sl], cell, side="right") - 1, 0)
+            return sl.start + idx, (node_lo[sl][idx] <= cell) & (cell <= node_hi[sl][idx])
+
+        def load(prefix: np.ndarray, nodes: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            a, b = np.maximum(a, node_lo[nodes]), np.minimum(b, node_hi[nodes])
+            return prefix[np.maximum(a, b + 1)] - prefix[a]
+
+        def weight(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+            """Σ ω over the sibling indices [start, stop)."""
+            return omega_sum[np.maximum(start, stop)] - omega_sum[start]
+
+        def families(level, parent, a, b, lo_in, hi_in, prefix, child_prefix) -> np.ndarray:
+            """Σ_c ω_c (L_c - L_p)² over the children of ``parent``: L_c = 0 before lo and after
+            hi, 1 strictly between, computed for the (at most two) children holding lo or hi."""
+            first, end = first_child[parent], end_child[parent]
+            c_lo, c_hi = holder(level + 1, a)[0], holder(level + 1, b)[0]
+            own = load(prefix, parent, a, b)
+            outside = np.where(lo_in, weight(first, c_lo), 0.0) + np.where(hi_in, weight(c_hi + 1, end), 0.0)
+            inside = weight(np.where(lo_in, c_lo + 1, first), np.where(hi_in, c_hi, end))
+            term = outside * own**2 + inside * (1.0 - own) ** 2
+            term += np.where(lo_in, omega[c_lo] * (load(child_prefix, c_lo, a, b) - own) ** 2, 0.0)
+            hi_alone = hi_in & ~(lo_in & (c_hi == c_lo))
+            return term + np.where(hi_alone, omega[c_hi] * (load(child_prefix, c_hi, a, b) - own) ** 2, 0.0)
+
+        profile = np.ones(k)  # π of every cell within its ancestor at the current level
+        cells = np.arange(k)
+        total = np.zeros(lo.size)
+        child_prefix = None
+        for level in range(h.height - 1, -1, -1):
+            if child_prefix is not None:  # one level up: times the β of the node below
+                kids = h.level(level + 1)
+                which = np.cumsum(np.bincount(node_lo[kids], minlength=k)) - 1
+                covered = np.flatnonzero((which >= 0) & (cells <= node_hi[kids][np.maximum(which, 0)]))
+                profile[covered] *= self._beta[kids][which[covered]]
+            prefix = np.concatenate([[0.0], np.cumsum(profile)])
+            if child_prefix is not None:
+                p_lo, has_lo = holder(level, lo)
+                p_hi, has_hi = holder(level, hi)
+                has_lo &= ~h.is_leaf[p_lo]
+                has_hi &= ~h.is_leaf[p_hi] & ~(has_lo & (p_hi == p_lo))
+                q = np.flatnonzero(has_lo)
+                total[q] += families(level, p_lo[q], lo[q], hi[q], True, hi[q] <= node_hi[p_lo[q]], prefix, child_prefix)
+                q = np.flatnonzero(has_hi)
+                total[q] += families(level, p_hi[q], lo[q], hi[q], False, True, prefix, child_prefix)
+            child_prefix = prefix
+        total += self._variance[0] * (child_prefix[hi + 1] - child_prefix[lo]) ** 2
+        weights = 1.0 if workload.weights is None else workload.weights**2
+        return max(float((weights * total).sum()), 0.0)
 
     # -- least squares: two passes and their adjoint ------------------------------------------
     def _pinv_matmat(self, y: np.ndarray) -> np.ndarray:

@@ -151,10 +151,12 @@ class Boxes(Workload):
             raise ValueError(f"the Gram matrix of {self.name} would have {k * k} entries (limit {max_entries})")
         table = np.zeros((k, k))
         np.add.at(table, (self.lo[:, 0], self.hi[:, 0]), 1.0 if self.weights is None else self.weights**2)
-        np.cumsum(table, axis=0, out=table)
-        table = np.flip(np.cumsum(np.flip(table, axis=1), axis=1), axis=1)
-        upper = np.triu(table)
-        return upper + np.triu(table, 1).T
+        for row in range(1, k):  # cumulative sum down the rows, row by row (numpy's axis-0 cumsum is far slower)
+            np.add(table[row], table[row - 1], out=table[row])
+        np.cumsum(table[:, ::-1], axis=1, out=table[:, ::-1])  # and from the right, in place
+        for row in range(1, k):  # mirror the upper triangle (u <= v) below the diagonal
+            table[row, :row] = table[:row, row]
+        return table
 
     def columns(self, cells) -> np.ndarray:
         cells = check_index_array(cells, "cells", self.size - 1)
@@ -289,7 +291,12 @@ class Boxes(Workload):
 
     # -- sparse forms -----------------------------------------------------------------------
     def tosparse(self) -> sp.csr_array:
-        """W as a CSR array with one non-zero per (box, cell inside it)."""
+        """W as a CSR array with one non-zero per (box, cell inside it), built on first use and
+        shared: its arrays are read-only (copy it to modify)."""
+        return self._sparse_form
+
+    @functools.cached_property
+    def _sparse_form(self) -> sp.csr_array:
         sizes = self.hi - self.lo + 1
         volume = sizes.prod(axis=1)
         total = int(volume.sum())
@@ -307,7 +314,10 @@ class Boxes(Workload):
             flat += (np.repeat(self.lo[:, axis], volume) + rem % size) * st[axis]
             rem //= size
         data = np.ones(total) if self.weights is None else np.repeat(self.weights, volume)
-        return sp.csr_array((data, (rows, flat)), shape=self.shape)
+        form = sp.csr_array((data, (rows, flat)), shape=self.shape)
+        for part in (form.data, form.indices, form.indptr):
+            part.flags.writeable = False
+        return form
 
     def times_incidence(self, child: np.ndarray, parent: np.ndarray) -> sp.csr_array:
         """Sparse W·P for the signed incidence P of edges child → parent (parent == K is ⊥).

@@ -1,0 +1,124 @@
+"""The closed-form analytic errors and Gram matrices against their generic (blockwise) twins.
+
+The generic twin of ‖W A⁺‖_F² applies (A⁺)ᵀ to W's rows (``LeastSquares.lstsq_frobenius_sq``);
+the closed forms must agree with it to rounding on every hierarchy shape, weighting and workload.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blowfish_te as bt
+from blowfish_te.strategies import HaarStrategy, Hierarchy, TreeStrategy, greedy_hierarchy, hierarchical
+from blowfish_te.strategies.base import LeastSquares
+from blowfish_te.strategies.greedy import _gram
+from blowfish_te.transform import transform
+from blowfish_te.workloads import Boxes
+from blowfish_te.workloads.base import Workload
+
+
+def generic_error(strategy, workload) -> float:
+    return LeastSquares.lstsq_frobenius_sq(strategy, workload)
+
+
+def random_boxes(shape, m, rng, weighted=True) -> Boxes:
+    ends = np.stack([np.stack([rng.integers(0, s, m) for s in shape], axis=1) for _ in range(2)])
+    return Boxes(shape, ends.min(0), ends.max(0), weights=rng.uniform(0, 3, m) if weighted else None)
+
+
+shapes = st.one_of(
+    st.tuples(st.integers(1, 40)),
+    st.tuples(st.integers(1, 7), st.integers(1, 7)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=shapes, branching=st.integers(2, 5), seed=st.integers(0, 2**31), unmeasured=st.floats(0, 0.5))
+def test_tree_error_matches_least_squares_on_boxes(shape, branching, seed, unmeasured):
+    """Any node weights, including unmeasured nodes and whole unmeasured subtrees."""
+    rng = np.random.default_rng(seed)
+    h = Hierarchy(shape, branching)
+    weights = rng.uniform(0.1, 2.0, h.num_nodes) * (rng.random(h.num_nodes) >= unmeasured)
+    try:
+        strategy = TreeStrategy(h, weights)
+    except ValueError:  # rank deficient: nothing to compare
+        return
+    workload = random_boxes(shape, 15, rng)
+    assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(generic_error(strategy, workload), rel=1e-9)
+
+
+def test_tree_error_visits_the_unmeasured_family_correction():
+    """A leaf left unmeasured makes its parent's estimate parent - siblings (β = 1 on it)."""
+    h = Hierarchy((6, 5), 2)
+    weights = np.ones(h.num_nodes)
+    leaves = np.flatnonzero(h.is_leaf)
+    first_leaf_of_family = leaves[np.unique(h.parent[leaves], return_index=True)[1]]
+    weights[first_leaf_of_family[::2]] = 0.0  # at most one unmeasured child per family
+    strategy = TreeStrategy(h, weights)
+    assert np.isinf(strategy._variance).any()
+    workload = random_boxes((6, 5), 40, np.random.default_rng(1))
+    assert strategy._sparse_error(workload.tosparse()) == pytest.approx(generic_error(strategy, workload), rel=1e-9)
+
+
+@pytest.mark.parametrize("spec,shape", [("line", (40,)), ("threshold:4", (30,)), ("grid:1", (6, 7)), ("line", (37,))])
+def test_tree_and_haar_errors_match_on_transformed_workloads(spec, shape):
+    """W_G has short signed rows (edges crossing a query's boundary): the sparse-load forms."""
+    policy = bt.policies.from_spec(spec, shape)
+    trees = [None] if policy.is_forest else list(bt.trees.candidates(policy).values())
+    base = bt.workloads.prefix(shape) if len(shape) == 1 else bt.workloads.random_rects(shape, 25, rng=0)
+    for tree in trees:
+        moved = transform(policy, tree).workload(base)
+        for strategy in (hierarchical(moved.domain, 3), HaarStrategy(moved.domain)):
+            assert strategy.lstsq_frobenius_sq(moved) == pytest.approx(generic_error(strategy, moved), rel=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.one_of(shapes, st.tuples(st.integers(1, 4), st.integers(1, 4), st.integers(1, 5))), seed=st.integers(0, 2**31))
+def test_haar_error_matches_least_squares_on_boxes(shape, seed):
+    rng = np.random.default_rng(seed)
+    strategy = HaarStrategy(shape)
+    workload = random_boxes(shape, 12, rng)
+    expected = generic_error(strategy, workload)
+    assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(expected, rel=1e-9)
+    assert strategy._sparse_error(workload.tosparse()) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (8, 8), (2, 3, 5)])
+@pytest.mark.parametrize("norm", ["l1", "l2sq"])
+def test_haar_difference_norms_in_several_dimensions(shape, norm):
+    rng = np.random.default_rng(4)
+    strategy = HaarStrategy(shape)
+    k = strategy.size
+    u, v = rng.integers(0, k, 60), rng.integers(0, k + 1, 60)
+    v[:5], v[5] = k, u[5]  # pairs with ⊥ and a pair of equal cells
+    np.testing.assert_allclose(strategy.difference_norms(u, v, norm), Workload.difference_norms(strategy, u, v, norm))
+
+
+@pytest.mark.parametrize("spec,shape", [("line", (30,)), ("threshold:3", (20,)), ("grid:1", (4, 5)), ("unbounded", (9,))])
+def test_transformed_gram_is_p_transpose_c_p(spec, shape):
+    policy = bt.policies.from_spec(spec, shape)
+    trees = [None] if policy.is_forest else list(bt.trees.candidates(policy).values())
+    base = bt.workloads.prefix(shape) if len(shape) == 1 else bt.workloads.random_rects(shape, 10, rng=0)
+    for tree in trees:
+        moved = transform(policy, tree).workload(base)
+        np.testing.assert_allclose(moved.gram_matrix(), Workload.gram_matrix(moved), atol=1e-9)
+
+
+@pytest.mark.parametrize("workload", [bt.workloads.random_ranges(300, 500, rng=1), bt.workloads.prefix(7), bt.workloads.identity(1)])
+def test_range_gram_matrix(workload):
+    np.testing.assert_allclose(workload.gram_matrix(), Workload.gram_matrix(workload))
+
+
+@pytest.mark.parametrize("rule", ["dawa", "exact"])
+def test_greedy_with_a_sparse_gram_chooses_the_same_weights(rule, monkeypatch):
+    """Ranges moved onto a line's edges have a sparse Gram; the dense one must give the same tree."""
+    moved = transform(bt.policies.line(37)).workload(bt.workloads.random_ranges(37, 30, rng=2))
+    assert not isinstance(_gram(moved), np.ndarray)
+    sparse = greedy_hierarchy(moved, 3, rule=rule)
+    monkeypatch.setattr("blowfish_te.strategies.greedy.sparse_rows", lambda workload: None)
+    dense = greedy_hierarchy(moved, 3, rule=rule)
+    np.testing.assert_allclose(sparse.node_weights, dense.node_weights)
+    assert sparse.selection_score == pytest.approx(dense.selection_score)
