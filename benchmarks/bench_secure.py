@@ -1,4 +1,4 @@
-"""Speed of the secure samplers (SPEC §10): exact discrete Laplace with OpenDP and with our fallback.
+"""Speed of the secure samplers: exact discrete Laplace (Canonne, Kamath, Steinke 2020) with OpenDP and our fallback.
 
 Run: ``python benchmarks/bench_secure.py`` (``--draws N``, default 10**6). Prints the wall-clock
 and CPU time of N draws of DLap(10/3) per backend, of the lattice release of N real values, and,

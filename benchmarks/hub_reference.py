@@ -1,4 +1,5 @@
-"""SPEC §12 reference values: threshold θ, hub tree + identity at ε/3, ε = 1, 3000 random ranges.
+"""Reference values of the hub tree (Haney, Machanavajjhala, Ding, PVLDB 2015) on threshold θ policies:
+identity at ε/3 (stretch 3), ε = 1, 3000 random ranges.
 
 Run: ``python benchmarks/hub_reference.py [--trials 200]``. Prints the analytic expected per-query
 MSE and a seeded Monte-Carlo mean with its 95% confidence interval for k ∈ {1024, 4096}.
