@@ -100,6 +100,9 @@ class TransformRoute(Candidate):
     route: str = "transform"
 
     def execute(self, mech, workload, x, policy, epsilon, gen) -> Outcome:
+        if not isinstance(mech, LinearMechanism) and _identity_transform(policy):
+            # unbounded DP: W_T = W and x_T = x cell by cell, so the mechanism sees the grid itself
+            return Outcome(_checked_answers(mech.run(workload, x, epsilon, gen), workload.num_queries, mech), {}, None, None)
         tr = transform(policy, None if self.tree is policy else self.tree)
         x_t, component_totals = tr.data_and_totals(x)
         offset = tr.offset(workload, component_totals)
@@ -158,6 +161,8 @@ class Plan:
         choice = self.reason + "; considered: " + "; ".join(
             f"{c.label} {'n/a' if c.expected_mse is None else format(c.expected_mse, '.6g')}" for c in self.considered
         )
+        if mech.total_source() is not None:
+            choice += "; " + mech.total_source()
         chosen = self.chosen
         return Release(
             answers=answers, epsilon=self.epsilon, policy=self.policy, mechanism=mech.name, route=chosen.route,

@@ -427,8 +427,8 @@ def test_dawa_answers_the_reduced_workload_with_the_best_linear_strategy():
 
 
 def test_dawa_refuses_grids_and_bad_arguments():
-    with pytest.raises(ValueError, match="1-D"):
-        M.DAWA().run(wl.prefix((4, 4)), np.ones((4, 4), dtype=int), 1.0, rng=0)
+    with pytest.raises(ValueError, match="1-D domain or a 2-D grid"):
+        M.DAWA().run(wl.prefix((2, 2, 2)), np.ones((2, 2, 2), dtype=int), 1.0, rng=0)
     with pytest.raises(TypeError, match="estimator"):
         M.DAWA(estimator=M.AHP())
     with pytest.raises(ValueError, match="penalty"):

@@ -95,7 +95,7 @@ def test_classes_register_when_defined_and_names_are_unique():
     assert "local_demo" not in MECHANISMS
     with pytest.raises(TypeError, match="'identity' .* already taken by blowfish_te.mechanisms.laplace.Identity"):
         type("Impostor", (Mechanism,), {"name": "identity", "__qualname__": "Impostor", "run": Local.run})
-    with pytest.raises(ValueError, match="unknown mechanism 'nope'; known mechanisms: ahp, dawa"):
+    with pytest.raises(ValueError, match="unknown mechanism 'nope'; known mechanisms: agrid, ahp, dawa"):
         mechanism_class("nope")
 
 
@@ -113,12 +113,15 @@ def test_parameters_come_from_the_constructor_and_drive_repr():
 
 #: Quicker settings for the contract check of slow defaults (the contract does not depend on them).
 QUICK = {"mwem": {"rounds": 2, "updates": 10}, "optimized": {"restarts": 1, "maxiter": 20}}
+#: Mechanisms for 2-D grids are checked on one (under unbounded DP, where they run on the grid).
+GRID_ONLY = {"ugrid", "agrid"}
 
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_every_registered_mechanism_keeps_the_contract(name):
     mechanism = mechanism_class(name)(**QUICK.get(name, {}))
-    assert check_mechanism(mechanism, runs=200).passed
+    policy = bt.policies.unbounded((4, 4)) if name in GRID_ONLY else None
+    assert check_mechanism(mechanism, policy, runs=200).passed
 
 
 def test_the_contract_catches_what_it_promises():

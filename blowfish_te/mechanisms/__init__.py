@@ -29,6 +29,7 @@ from .laplace import DirectLaplace, Identity
 from .matrix import MatrixMechanism, NonNegative
 from .optimized import Optimized
 from .ordered import Ordered, OrderedHierarchical
+from .spatial import AGrid, UGrid, hilbert_order
 from .uniform import Uniform
 
 __all__ = [
@@ -52,6 +53,9 @@ __all__ = [
     "DAWA",
     "MWEM",
     "AHP",
+    "UGrid",
+    "AGrid",
+    "hilbert_order",
     "qardaji_branching",
     "qardaji_branching_2d",
     "MECHANISMS",

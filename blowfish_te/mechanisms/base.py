@@ -4,7 +4,8 @@ equivalence: Haney, Machanavajjhala, Ding, PVLDB 2015; the matrix mechanism: Li 
 Three kinds, each with what it must (M) and may (m) implement:
 
 - :class:`Mechanism` — any ε-DP algorithm for unit changes of a vector. M: ``name``, ``run``.
-  m: ``expected_error`` (when data-independent), ``models_records``, ``sampler``.
+  m: ``expected_error`` (when data-independent), ``models_records``, ``sampler``,
+  ``total_source`` (where a mechanism that needs the record total gets it).
 - :class:`LinearMechanism` — measure A x + Laplace noise, reconstruct linearly. M: ``name``,
   ``strategy``. m: ``reconstruct`` and ``reconstruction_frobenius_sq`` (default least squares).
   Gets the exact route and analytic errors for free.
@@ -146,6 +147,11 @@ class Mechanism(ABC):
     @abstractmethod
     def run(self, workload: Workload, x: np.ndarray, epsilon: float, rng: RNGLike = None) -> np.ndarray:
         """Estimate ``workload @ x`` with ε-DP for unit-change neighbours of x."""
+
+    def total_source(self) -> str | None:
+        """For mechanisms that use the record total: whether it was given as public or measured
+        (and with what share of ε); the release's ``choice`` reports it. None: not used."""
+        return None
 
     def expected_error(self, workload: Workload, epsilon: float) -> float | None:
         """Expected total squared error over the workload, when data-independent; else None."""

@@ -20,6 +20,7 @@ from ..workloads import BucketWorkload, Workload, evenly_spaced_queries
 from .base import LinearMechanism, Mechanism, integer_entries
 from .hierarchical import HB, GreedyH
 from .laplace import Identity
+from .spatial import hilbert_order
 
 
 def _share(value, name: str) -> float:
@@ -30,6 +31,10 @@ class DAWA(Mechanism):
     """DAWA (Li, Hay, Miklau, Wang, PVLDB 2014) on an ordered domain: a private partition into
     intervals, the workload reduced to the bucket totals (W·E, E spreading a total evenly over its
     bucket) answered by a linear strategy, uniform expansion.
+
+    - Order: a 1-D domain in its own order; a 2-D grid along ``order`` = ``"hilbert"`` (default:
+      the Hilbert curve, :func:`~blowfish_te.mechanisms.spatial.hilbert_order`, so intervals are
+      compact regions) or ``"rows"`` (row-major). The order is data-independent.
 
     - Partition: :func:`blowfish_te.partitions.dawa_partition` at ε₁ = ``ratio``·ε, with
       per-bucket price ``penalty``/ε₂.
@@ -54,12 +59,16 @@ class DAWA(Mechanism):
 
     name = "dawa"
 
-    def __init__(self, ratio: float | None = None, penalty: float | None = None, estimator: LinearMechanism | None = None):
+    def __init__(self, ratio: float | None = None, penalty: float | None = None, estimator: LinearMechanism | None = None,
+                 order: str = "hilbert"):
         self.ratio = None if ratio is None else _share(ratio, "ratio")
         self.penalty = None if penalty is None else check_real(penalty, "penalty", minimum=0, exclusive=True)
         if estimator is not None and not isinstance(estimator, LinearMechanism):
             raise TypeError(f"estimator must be a LinearMechanism or None, got {type(estimator).__name__}")
         self.estimator = estimator
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {ORDERS} (how a 2-D grid is laid out for partitioning), got {order!r}")
+        self.order = order
 
     def split(self, workload: Workload) -> tuple[float, float]:
         """(ratio, penalty) for ``workload``: the given values, else the rule above."""
@@ -71,17 +80,24 @@ class DAWA(Mechanism):
 
     def run(self, workload, x, epsilon, rng=None):
         workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
-        if len(workload.domain) != 1:
-            raise ValueError(f"DAWA partitions an ordered 1-D domain into intervals; got domain {workload.domain}")
+        if len(workload.domain) > 2:
+            raise ValueError(f"DAWA partitions a 1-D domain or a 2-D grid laid out along a curve; got domain {workload.domain}")
         ratio, penalty = self.split(workload)
         eps1 = ratio * epsilon
-        labels = dawa_partition(x, eps1, epsilon - eps1, gen, penalty=penalty)
+        if len(workload.domain) == 1:
+            labels = dawa_partition(x, eps1, epsilon - eps1, gen, penalty=penalty)
+        else:
+            cells = hilbert_order(workload.domain) if self.order == "hilbert" else np.arange(workload.size)
+            labels = np.empty(workload.size, dtype=np.int64)
+            labels[cells] = dawa_partition(x[cells], eps1, epsilon - eps1, gen, penalty=penalty)
         reduced = BucketWorkload(workload, labels)
         totals = np.bincount(labels, weights=x).astype(np.int64)
         estimator = self.estimator or lowest_error(reduced, STAGE_TWO)
         return estimator.run(reduced, totals, epsilon - eps1, gen)
 
 
+#: How DAWA lays out a 2-D grid: along the Hilbert curve, or row by row.
+ORDERS = ("hilbert", "rows")
 #: Linear strategies DAWA chooses from for the bucket totals (by analytic error, never the data).
 STAGE_TWO: tuple[type[LinearMechanism], ...] = (Identity, HB, GreedyH)
 #: GreedyH builds a dense Gram matrix of the buckets: it is a candidate up to this many buckets.
