@@ -319,13 +319,14 @@ def test_sweep_arguments_are_checked():
 
 def test_sweep_ci_every_mechanism_under_every_policy_passes():
     """Every mechanism × {line, threshold, grid, unbounded}, seeded; skipped: the 1-D native
-    mechanisms on the grid, and MWEM and Uniform under every policy but unbounded DP."""
+    mechanisms on the grid, and the record models (MWEM, Uniform, UGrid, AGrid) under every policy
+    but unbounded DP (on the grid for the grid mechanisms)."""
     rows = sweep("ci")
     print(sweep_table(rows))
     labels = {row.mechanism for row in rows}
     assert set(MECHANISMS) | {"matrix(prefix)", "nonnegative(identity)"} <= labels
     skipped = {(row.mechanism, row.policy): row.skipped for row in rows if row.report is None}
-    records = {(m, p) for m in ("mwem", "uniform") for p in ("line", "threshold", "grid")}
+    records = {(m, p) for m in ("mwem", "uniform", "ugrid", "agrid") for p in ("line", "threshold", "grid")}
     assert set(skipped) == {("ordered", "grid"), ("ordered_hierarchical", "grid")} | records
     assert all(("records" if key in records else "1-D ordered domain") in reason for key, reason in skipped.items())
     failed = [(row.mechanism, row.policy) for row in rows if row.report is not None and not row.report.passed]

@@ -54,7 +54,8 @@ def check_mechanism(mechanism, policy: Policy | None = None, epsilon: float = 1.
             continue
         _fail(mech, f"parameter {key!r} could be changed after construction (cached strategies would go stale)")
     if policy is None:
-        policy = unbounded(cells) if mech.models_records else line(cells)
+        shape = (2, max(1, cells // 2)) if mech.needs_grid else (cells,)
+        policy = unbounded(shape) if mech.models_records else line(cells)
     workload = workloads.prefix(policy.shape)
     x = default_histogram(policy.shape, rng=rng)
     first = answer(workload, x, policy, epsilon, mech, rng=rng)

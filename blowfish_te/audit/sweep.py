@@ -107,7 +107,8 @@ def sweep_mechanisms(config: SweepConfig) -> dict[str, Mechanism]:
 
 
 def sweep_policies(config: SweepConfig) -> dict[str, tuple[Policy, Workload]]:
-    """line, threshold, grid and unbounded policies with prefix workloads (2-D: origin-anchored rectangles)."""
+    """line, threshold, grid and unbounded policies with prefix workloads (2-D: origin-anchored
+    rectangles); mechanisms that need a grid meet unbounded DP on the grid's shape."""
     k = config.k
     return {
         "line": (line(k), wl.prefix(k)),
@@ -177,8 +178,14 @@ def sweep(
     if unknown:
         raise ValueError(f"policies {unknown} are not in the sweep; known: {', '.join(all_policies)}")
 
+    def setting_of(mech: Mechanism, name: str) -> tuple[Policy, Workload]:
+        """Mechanisms that need a grid meet unbounded DP on the grid shape."""
+        if name == "unbounded" and mech.needs_grid:
+            return unbounded(config.grid_shape), wl.prefix(config.grid_shape)
+        return all_policies[name]
+
     settings = {
-        (label, name): _setting(mech, *all_policies[name], config.epsilon) for label, mech in mechs.items() for name in chosen
+        (label, name): _setting(mech, *setting_of(mech, name), config.epsilon) for label, mech in mechs.items() for name in chosen
     }
     runs = sum(reason is None for _, reason in settings.values())
     per_audit = 1 - (1 - config.confidence) / max(runs, 1)
@@ -187,7 +194,7 @@ def sweep(
         if reason is not None:
             rows.append(SweepRow(label, name, None, reason))
             continue
-        policy, workload = all_policies[name]
+        policy, workload = setting_of(mechs[label], name)
         seed = np.random.default_rng([config.seed, zlib.crc32(f"{label}|{name}".encode())])
         fraction = config.reduced.get(label, 1.0)
         report = audit(

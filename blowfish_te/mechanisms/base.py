@@ -4,7 +4,7 @@ equivalence: Haney, Machanavajjhala, Ding, PVLDB 2015; the matrix mechanism: Li 
 Three kinds, each with what it must (M) and may (m) implement:
 
 - :class:`Mechanism` — any ε-DP algorithm for unit changes of a vector. M: ``name``, ``run``.
-  m: ``expected_error`` (when data-independent), ``models_records``, ``sampler``,
+  m: ``expected_error`` (when data-independent), ``models_records``, ``needs_grid``, ``sampler``,
   ``total_source`` (where a mechanism that needs the record total gets it).
 - :class:`LinearMechanism` — measure A x + Laplace noise, reconstruct linearly. M: ``name``,
   ``strategy``. m: ``reconstruct`` and ``reconstruction_frobenius_sq`` (default least squares).
@@ -131,6 +131,8 @@ class Mechanism(ABC):
     #: as MWEM and Uniform do): under a policy other than plain DP it would run on x_G, whose
     #: coordinates count records below tree edges, so :func:`blowfish_te.answer` refuses it there.
     models_records: bool = False
+    #: True for mechanisms that only run on a 2-D grid of counts (checked and audited on one).
+    needs_grid: bool = False
 
     def __init_subclass__(cls, register: bool = True, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -61,6 +61,7 @@ class _GridMechanism(Mechanism, register=False):
     """Shared parts: 2-D input, the record total (public or bought), spreading block totals."""
 
     models_records = True
+    needs_grid = True
 
     def __init__(self, c: float = 10.0, total: float | None = None, total_share: float = 0.05):
         self.c = check_real(c, "c", 0, exclusive=True)
