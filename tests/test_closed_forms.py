@@ -63,14 +63,18 @@ def test_tree_error_visits_the_unmeasured_family_correction():
     assert strategy._sparse_error(workload.tosparse()) == pytest.approx(generic_error(strategy, workload), rel=1e-9)
 
 
+def moved_workloads(spec: str, shape: tuple, rects: int):
+    """The prefix (1-D) or random-rectangle workload moved onto every tree the policy offers."""
+    policy = bt.policies.from_spec(spec, shape)
+    trees = [None] if policy.is_forest else list(bt.trees.candidates(policy).values())
+    base = bt.workloads.prefix(shape) if len(shape) == 1 else bt.workloads.random_rects(shape, rects, rng=0)
+    return [transform(policy, tree).workload(base) for tree in trees]
+
+
 @pytest.mark.parametrize("spec,shape", [("line", (40,)), ("threshold:4", (30,)), ("grid:1", (6, 7)), ("line", (37,))])
 def test_tree_and_haar_errors_match_on_transformed_workloads(spec, shape):
     """W_G has short signed rows (edges crossing a query's boundary): the sparse-load forms."""
-    policy = bt.policies.from_spec(spec, shape)
-    trees = [None] if policy.is_forest else list(bt.trees.candidates(policy).values())
-    base = bt.workloads.prefix(shape) if len(shape) == 1 else bt.workloads.random_rects(shape, 25, rng=0)
-    for tree in trees:
-        moved = transform(policy, tree).workload(base)
+    for moved in moved_workloads(spec, shape, 25):
         for strategy in (hierarchical(moved.domain, 3), HaarStrategy(moved.domain)):
             assert strategy.lstsq_frobenius_sq(moved) == pytest.approx(generic_error(strategy, moved), rel=1e-9)
 
@@ -99,11 +103,7 @@ def test_haar_difference_norms_in_several_dimensions(shape, norm):
 
 @pytest.mark.parametrize("spec,shape", [("line", (30,)), ("threshold:3", (20,)), ("grid:1", (4, 5)), ("unbounded", (9,))])
 def test_transformed_gram_is_p_transpose_c_p(spec, shape):
-    policy = bt.policies.from_spec(spec, shape)
-    trees = [None] if policy.is_forest else list(bt.trees.candidates(policy).values())
-    base = bt.workloads.prefix(shape) if len(shape) == 1 else bt.workloads.random_rects(shape, 10, rng=0)
-    for tree in trees:
-        moved = transform(policy, tree).workload(base)
+    for moved in moved_workloads(spec, shape, 10):
         np.testing.assert_allclose(moved.gram_matrix(), Workload.gram_matrix(moved), atol=1e-9)
 
 
