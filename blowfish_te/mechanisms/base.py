@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._cache import IdentityCache
-from .._validation import check_epsilon, check_histogram
+from .._validation import check_epsilon, check_histogram, check_real
 from ..noise import NUMPY_LAPLACE, RNGLike, add_laplace, check_rng
 from ..policies import Policy
 from ..sensitivity import sensitivity
@@ -180,6 +180,29 @@ class Mechanism(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
+
+
+class RecordTotal:
+    """For mechanisms that scale by the record total N: either ``total`` given as public, or N
+    measured with Laplace(1/(ρε)) (sensitivity 1 under unit changes) for the share ρ =
+    ``total_share`` of ε, composed sequentially with the rest. Never read from the data for free."""
+
+    def _init_total(self, total: float | None, total_share: float) -> None:
+        self.total = None if total is None else check_real(total, "total (the public record count)", 0, exclusive=True)
+        self.total_share = check_real(total_share, "total_share", 0, 1, exclusive=True)
+
+    def total_source(self) -> str:
+        if self.total is not None:
+            return f"{self.name}: record total given as public ({self.total:g})"
+        return f"{self.name}: record total measured with {self.total_share:g}·ε (never read from the data)"
+
+    def _record_total(self, x: np.ndarray, epsilon: float, gen) -> tuple[float, float]:
+        """(N, ε left): the public total, or the noisy one (at least 1) and ε less its share."""
+        if self.total is not None:
+            return float(self.total), epsilon
+        spent = self.total_share * epsilon
+        noisy = add_laplace(np.array([float(x.sum())]), 1.0 / spent, gen, sensitivity=1.0, integer=True)[0]
+        return max(float(noisy), 1.0), epsilon - spent
 
 
 def integer_entries(strategy: Workload) -> bool:

@@ -17,7 +17,7 @@ from .._validation import check_int, check_real
 from ..noise import add_laplace
 from ..partitions import dawa_partition
 from ..workloads import BucketWorkload, Workload, evenly_spaced_queries
-from .base import LinearMechanism, Mechanism, integer_entries
+from .base import LinearMechanism, Mechanism, RecordTotal, integer_entries
 from .hierarchical import HB, GreedyH
 from .laplace import Identity
 from .spatial import hilbert_order
@@ -131,7 +131,7 @@ def lowest_error(workload: Workload, candidates) -> LinearMechanism:
     return options[int(np.argmin(errors))]
 
 
-class MWEM(Mechanism):
+class MWEM(RecordTotal, Mechanism):
     """MWEM (Hardt, Ligett, McSherry 2012) over the workload's own queries.
 
     Each of T rounds picks the worst-answered query by the exponential mechanism (score
@@ -155,19 +155,12 @@ class MWEM(Mechanism):
         self.rounds = check_int(rounds, "rounds", minimum=1)
         self.ratio = _share(ratio, "ratio")
         self.updates = check_int(updates, "updates", minimum=1)
-        self.total = None if total is None else check_real(total, "total (the public record count)", 0, exclusive=True)
-        self.total_share = _share(total_share, "total_share")
+        self._init_total(total, total_share)
 
     def run(self, workload, x, epsilon, rng=None):
         workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
         k, m = workload.size, workload.num_queries
-        if self.total is None:
-            eps_total = self.total_share * epsilon
-            noisy_total = add_laplace(np.array([float(x.sum())]), 1.0 / eps_total, gen, sensitivity=1.0, integer=True)
-            total = max(1.0, noisy_total[0])
-            epsilon -= eps_total
-        else:
-            total = float(self.total)
+        total, epsilon = self._record_total(x, epsilon, gen)
         rounds = min(self.rounds, m)
         eps_select = self.ratio * epsilon / rounds
         eps_measure = (1 - self.ratio) * epsilon / rounds

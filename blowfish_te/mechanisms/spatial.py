@@ -15,7 +15,7 @@ import numpy as np
 from .._validation import check_real
 from ..noise import add_laplace
 from ..workloads import Workload
-from .base import Mechanism
+from .base import Mechanism, RecordTotal
 
 
 def hilbert_order(shape) -> np.ndarray:
@@ -57,23 +57,15 @@ def _block_labels(shape, row_cuts: np.ndarray, col_cuts: np.ndarray) -> np.ndarr
     return (rows[:, None] * (col_cuts.size - 1) + cols[None, :]).ravel()
 
 
-class _GridMechanism(Mechanism, register=False):
-    """Shared parts: 2-D input, the record total (public or bought), spreading block totals."""
+class _GridMechanism(RecordTotal, Mechanism, register=False):
+    """Shared parts: 2-D input and the record total (public or bought)."""
 
     models_records = True
     needs_grid = True
 
     def __init__(self, c: float = 10.0, total: float | None = None, total_share: float = 0.05):
         self.c = check_real(c, "c", 0, exclusive=True)
-        self.total = None if total is None else check_real(total, "total (the public record count)", 0, exclusive=True)
-        self.total_share = check_real(total_share, "total_share", 0, exclusive=True)
-        if self.total_share >= 1:
-            raise ValueError(f"total_share must be in (0, 1), the share of ε spent on the record total; got {total_share}")
-
-    def total_source(self) -> str:
-        if self.total is not None:
-            return f"{self.name}: record total given as public ({self.total:g})"
-        return f"{self.name}: record total measured with {self.total_share:g}·ε (never read from the data)"
+        self._init_total(total, total_share)
 
     def _grid_input(self, workload, x, epsilon, rng):
         workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
@@ -83,14 +75,6 @@ class _GridMechanism(Mechanism, register=False):
                 "on the grid itself (other policies' transforms give counts over tree edges, which are not a grid)"
             )
         return workload, x, epsilon, gen
-
-    def _record_total(self, x: np.ndarray, epsilon: float, gen) -> tuple[float, float]:
-        """(N, ε left): the public total, or a Laplace-noised one (sensitivity 1) for a share of ε."""
-        if self.total is not None:
-            return float(self.total), epsilon
-        spent = self.total_share * epsilon
-        noisy = add_laplace(np.array([float(x.sum())]), 1.0 / spent, gen, sensitivity=1.0, integer=True)[0]
-        return max(float(noisy), 1.0), epsilon - spent
 
 
 def _spread(labels: np.ndarray, totals: np.ndarray) -> np.ndarray:
