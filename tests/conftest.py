@@ -110,3 +110,32 @@ def laplace_mse_sd(a: np.ndarray, scale: float, m: int) -> float:
     b4 = scale**4
     var = 12 * b4 * float((np.diag(a) ** 2).sum()) + 8 * b4 * float((a * a).sum())
     return math.sqrt(var) / m
+
+
+class Replay:
+    """Exact coupling for mechanisms whose randomness is Laplace noise: record every noisy vector
+    released on x, then on a neighbour x' return the same outputs, charging ‖v - v'‖₁ / scale
+    for the shift of the noise. The mechanism's later choices read only released values, so both
+    runs take the same path; the total charge bounds the privacy loss of the output."""
+
+    def __init__(self):
+        self.outputs, self.inputs, self.scales, self.cost = [], [], [], 0.0
+        self.replaying = False
+
+    def __call__(self, values, scale, rng, *, sensitivity, integer):
+        values = np.asarray(values, dtype=np.float64)
+        if not self.replaying:
+            out = values + rng.laplace(0.0, scale, values.shape)
+            self.outputs.append(out)
+            self.inputs.append(values)
+            self.scales.append(scale)
+            return out
+        step = len(self.inputs)
+        recorded_values, recorded_out = self.inputs_replay[step], self.outputs[step]
+        assert recorded_values.shape == values.shape and self.scales[step] == scale, "the neighbour took another path"
+        self.cost += np.abs(values - recorded_values).sum() / scale
+        self.inputs.append(values)
+        return recorded_out
+
+    def replay(self):
+        self.inputs_replay, self.inputs, self.replaying, self.cost = self.inputs, [], True, 0.0

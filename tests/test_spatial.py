@@ -13,6 +13,8 @@ from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import hilbert_order
 
+from conftest import Replay
+
 DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "dpbench"
 needs_data = pytest.mark.skipif(not (DATA / "2D" / "SF-CABS-E.npy").exists(), reason="DPBench data not beside the clone")
 
@@ -25,35 +27,6 @@ def test_hilbert_order_visits_every_cell_once_and_steps_to_neighbours(shape):
     steps = np.abs(np.diff(rows)) + np.abs(np.diff(cols))
     if shape[0] == shape[1] and shape[0] & (shape[0] - 1) == 0:  # a full curve: every step is to a neighbour
         assert (steps == 1).all()
-
-
-class Replay:
-    """Exact coupling for mechanisms whose randomness is Laplace noise: record every noisy vector
-    released on x, then on a neighbour x' return the same outputs, charging ‖v - v'‖₁ / scale
-    for the shift of the noise. The mechanism's later choices read only released values, so both
-    runs take the same path; the total charge bounds the privacy loss of the output."""
-
-    def __init__(self):
-        self.outputs, self.inputs, self.scales, self.cost = [], [], [], 0.0
-        self.replaying = False
-
-    def __call__(self, values, scale, rng, *, sensitivity, integer):
-        values = np.asarray(values, dtype=np.float64)
-        if not self.replaying:
-            out = values + rng.laplace(0.0, scale, values.shape)
-            self.outputs.append(out)
-            self.inputs.append(values)
-            self.scales.append(scale)
-            return out
-        step = len(self.inputs)
-        recorded_values, recorded_out = self.inputs_replay[step], self.outputs[step]
-        assert recorded_values.shape == values.shape and self.scales[step] == scale, "the neighbour took another path"
-        self.cost += np.abs(values - recorded_values).sum() / scale
-        self.inputs.append(values)
-        return recorded_out
-
-    def replay(self):
-        self.inputs_replay, self.inputs, self.replaying, self.cost = self.inputs, [], True, 0.0
 
 
 @pytest.mark.parametrize("mech", [M.UGrid(c=1.0), M.AGrid(c=1.0), M.UGrid(total=50.0), M.AGrid(total=50.0, alpha=0.3)], ids=repr)

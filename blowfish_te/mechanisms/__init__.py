@@ -29,6 +29,7 @@ from .laplace import DirectLaplace, Identity
 from .matrix import MatrixMechanism, NonNegative
 from .optimized import Optimized
 from .ordered import Ordered, OrderedHierarchical
+from .privtree import PrivTree
 from .spatial import AGrid, UGrid, hilbert_order
 from .uniform import Uniform
 
@@ -55,6 +56,7 @@ __all__ = [
     "AHP",
     "UGrid",
     "AGrid",
+    "PrivTree",
     "hilbert_order",
     "qardaji_branching",
     "qardaji_branching_2d",

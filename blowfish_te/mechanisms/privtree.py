@@ -1,0 +1,140 @@
+"""PrivTree (Zhang, Xiao, Xie, SIGMOD 2016): a private hierarchical decomposition whose split
+decisions cost a constant amount of ε, however deep the tree grows, on a domain of any dimension
+(1-D intervals halved, 2-D quadrants, d-D orthants)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._validation import check_real
+from ..noise import add_laplace
+from ..workloads import Workload
+from .base import Mechanism
+
+
+def privtree_scales(epsilon: float, fanout: int) -> tuple[float, float]:
+    """(λ, δ) for a tree stage that is ε-DP: λ = (2β - 1) / ((β - 1) ε), δ = λ ln β, β the fanout
+    (PrivTree, Theorem 1)."""
+    lam = (2 * fanout - 1) / ((fanout - 1) * epsilon)
+    return lam, lam * math.log(fanout)
+
+
+def _split(biased: np.ndarray, scale: float, threshold: float, gen) -> np.ndarray:
+    """The split decisions: biased count + Laplace(scale) > threshold, one draw per node."""
+    return biased + gen.laplace(0.0, scale, biased.size) > threshold
+
+
+def _summed_area(x: np.ndarray) -> np.ndarray:
+    """Cumulative sums along every axis with a leading zero: box sums in 2^d lookups."""
+    table = np.zeros(tuple(s + 1 for s in x.shape))
+    table[tuple(slice(1, None) for _ in x.shape)] = x
+    for axis in range(x.ndim):
+        np.cumsum(table, axis=axis, out=table)
+    return table
+
+
+def _corners(lo: np.ndarray, hi: np.ndarray):
+    """The 2^d corners of boxes [lo, hi): (index tuple into a grid, number of upper coordinates)."""
+    d = lo.shape[1]
+    for corner in range(1 << d):
+        upper = [(corner >> a) & 1 for a in range(d)]
+        yield tuple(hi[:, a] if upper[a] else lo[:, a] for a in range(d)), sum(upper)
+
+
+def _box_sums(table: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Sums of the boxes [lo, hi) (rows of ``lo`` and ``hi``) by inclusion-exclusion over corners."""
+    d = lo.shape[1]
+    return sum((-1) ** (d - upper) * table[index] for index, upper in _corners(lo, hi))
+
+
+def _halve(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Children of boxes: every side longer than one cell cut at its middle."""
+    for axis in range(lo.shape[1]):
+        length = hi[:, axis] - lo[:, axis]
+        cut = length > 1
+        mid = lo[:, axis] + length // 2
+        copies = 1 + cut
+        first = np.cumsum(copies) - copies
+        lo, hi = np.repeat(lo, copies, axis=0), np.repeat(hi, copies, axis=0)
+        hi[first[cut], axis] = mid[cut]
+        lo[first[cut] + 1, axis] = mid[cut]
+    return lo, hi
+
+
+def privtree_leaves(x: np.ndarray, epsilon: float, gen, threshold: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """The leaves (lo, hi), boxes [lo, hi) of the grid ``x`` (any number of axes), of PrivTree's
+    decomposition, which is ε-DP for unit changes of x ≥ 0.
+
+    Breadth first from the whole grid: a node v at depth d(v) with count c(v) has biased count
+    b(v) = max(c(v) - d(v) δ, θ - δ) and splits when b(v) + Laplace(λ) > θ (cells never split),
+    with (λ, δ) from :func:`privtree_scales` for the fanout 2^axes.
+    """
+    fanout = 2**x.ndim
+    scale, bias = privtree_scales(epsilon, fanout)
+    table = _summed_area(x)
+    lo = np.zeros((1, x.ndim), dtype=np.int64)
+    hi = np.array([x.shape], dtype=np.int64)
+    leaves_lo, leaves_hi, depth = [], [], 0
+    while lo.shape[0]:
+        splittable = np.flatnonzero((hi - lo > 1).any(axis=1))
+        biased = np.maximum(_box_sums(table, lo[splittable], hi[splittable]) - depth * bias, threshold - bias)
+        grow = np.zeros(lo.shape[0], dtype=bool)
+        grow[splittable[_split(biased, scale, threshold, gen)]] = True
+        leaves_lo.append(lo[~grow])
+        leaves_hi.append(hi[~grow])
+        lo, hi = _halve(lo[grow], hi[grow])
+        depth += 1
+    return np.concatenate(leaves_lo), np.concatenate(leaves_hi)
+
+
+def box_labels(shape, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Label (row of ``lo``/``hi``) of every cell, flat, for disjoint boxes covering the grid:
+    each box adds its label at its corners with alternating signs, and cumulative sums along
+    every axis leave each cell with its own box's label (exact integer arithmetic)."""
+    marks = np.zeros(tuple(s + 1 for s in shape), dtype=np.int64)
+    labels = np.arange(lo.shape[0], dtype=np.int64)
+    for index, upper in _corners(lo, hi):
+        np.add.at(marks, index, (-1) ** upper * labels)
+    for axis in range(len(shape)):
+        np.cumsum(marks, axis=axis, out=marks)
+    return marks[tuple(slice(0, s) for s in shape)].ravel()
+
+
+class PrivTree(Mechanism):
+    """PrivTree (Zhang, Xiao, Xie, SIGMOD 2016): a hierarchical decomposition of the domain (1-D
+    halving, 2-D quadtree) grown by noisy biased counts (:func:`privtree_leaves`, at ε₁ =
+    ``tree_share``·ε, threshold θ = ``threshold``), the leaves' counts measured with Laplace(1/ε₂),
+    ε₂ = ε - ε₁, and spread evenly over their cells; answers W x̂.
+
+    Privacy (unit changes of x ≥ 0: one record added to or removed from one cell): one change
+    moves by one the counts of the nodes on one root-to-leaf path, and counts never grow down a
+    path, so the biased counts of the unclamped nodes on it fall by at least δ per level. The
+    privacy loss of the split decisions along the path is then a geometric series bounded by
+    (1/λ)(1 + 1/(1 - e^{-δ/λ})) = (2β - 1)/((β - 1) λ) = ε₁ (PrivTree, Theorem 1); nodes off the
+    path see the same counts. The leaves partition the domain, so their counts have L1
+    sensitivity 1 and Laplace(1/ε₂) is ε₂-DP. Sequential composition gives ε. No record total is
+    read: the mechanism runs on x_G of any tree transform too (x_G ≥ 0 counts records below edges).
+
+    Sampling: the split decisions compare real numbers with a threshold and draw Laplace noise in
+    floating point (``Generator.laplace``), which is not hardened; the leaf counts are integers
+    (exact discrete Laplace with ``rng=None``). Releases are therefore never ``secure``.
+    """
+
+    name = "privtree"
+
+    def __init__(self, tree_share: float = 0.5, threshold: float = 0.0):
+        self.tree_share = check_real(tree_share, "tree_share", 0, 1, exclusive=True)
+        self.threshold = check_real(threshold, "threshold")
+
+    def run(self, workload: Workload, x, epsilon: float, rng=None) -> np.ndarray:
+        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
+        shape = tuple(workload.domain)
+        eps_tree = self.tree_share * epsilon
+        lo, hi = privtree_leaves(x.reshape(shape), eps_tree, gen, self.threshold)
+        labels = box_labels(shape, lo, hi)
+        counts = np.bincount(labels, weights=x, minlength=lo.shape[0])
+        noisy = add_laplace(counts, 1.0 / (epsilon - eps_tree), gen, sensitivity=1.0, integer=True)
+        estimate = noisy[labels] / np.prod(hi - lo, axis=1)[labels]
+        return np.asarray(workload.matvec(estimate), dtype=np.float64)

@@ -1,0 +1,231 @@
+"""PrivTree: the decomposition, its exact privacy on tiny domains, and accuracy on real data."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import pathlib
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import blowfish_te as bt
+import blowfish_te.mechanisms.privtree as privtree
+from blowfish_te import datasets, policies
+from blowfish_te import mechanisms as M
+from blowfish_te import workloads as wl
+from blowfish_te.mechanisms.privtree import box_labels, privtree_leaves, privtree_scales
+
+from conftest import Replay
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "dpbench"
+REAL_SPLIT = privtree._split
+needs_data = pytest.mark.skipif(not (DATA / "2D" / "SF-CABS-E.npy").exists(), reason="DPBench data not beside the clone")
+
+
+def split_log_probabilities(biased, scale, threshold):
+    """(ln Pr[b + Laplace(scale) > θ], ln Pr[b + Laplace(scale) <= θ]), from the Laplace tails."""
+    z = (np.asarray(biased, dtype=np.float64) - threshold) / scale
+    tail = math.log(0.5) - np.abs(z)  # the smaller of the two probabilities
+    other = np.log1p(-np.exp(tail))
+    return np.where(z > 0, other, tail), np.where(z > 0, tail, other)
+
+
+class NeedMore(Exception):
+    def __init__(self, size):
+        self.size = size
+
+
+class ScriptedSplits:
+    """Stands in for the noisy split decisions: takes them from a script, and multiplies up the
+    probability the real decisions (biased count + Laplace > θ) would have had."""
+
+    def __init__(self, script):
+        self.script, self.log_probability = list(script), 0.0
+
+    def __call__(self, biased, scale, threshold, gen):
+        if not self.script:
+            raise NeedMore(biased.size)
+        decisions = self.script.pop(0)
+        split, stay = split_log_probabilities(biased, scale, threshold)
+        self.log_probability += float(np.where(decisions, split, stay).sum())
+        return decisions
+
+
+class DrawnSplits:
+    """The real split decisions, drawn from ``rng`` and kept."""
+
+    def __init__(self, rng):
+        self.rng, self.decisions = rng, []
+
+    def __call__(self, biased, scale, threshold, gen):
+        self.decisions.append(REAL_SPLIT(biased, scale, threshold, self.rng))
+        return self.decisions[-1]
+
+
+def tree_distribution(x, epsilon, monkeypatch) -> dict:
+    """Every decomposition PrivTree can output on ``x`` and its exact log-probability."""
+    out, pending = {}, [[]]
+    while pending:
+        script = pending.pop()
+        scripted = ScriptedSplits(script)
+        monkeypatch.setattr(privtree, "_split", scripted)
+        try:
+            lo, hi = privtree_leaves(x, epsilon, None)
+        except NeedMore as more:
+            pending += [script + [np.array(bits, dtype=bool)] for bits in itertools.product((False, True), repeat=more.size)]
+            continue
+        out[tuple(sorted(map(tuple, np.hstack([lo, hi]))))] = scripted.log_probability
+    return out
+
+
+def log_probability(x, epsilon, script, monkeypatch) -> float:
+    """ln P(the decomposition the split decisions of ``script`` give | x)."""
+    scripted = ScriptedSplits(script)
+    monkeypatch.setattr(privtree, "_split", scripted)
+    privtree_leaves(x, epsilon, None)
+    return scripted.log_probability
+
+
+def neighbours(x, cells):
+    """x ± e_i for the given cells (x - e_i only where that stays a count)."""
+    for cell in cells:
+        for step in (1, -1):
+            neighbour = x.ravel().copy()
+            neighbour[cell] += step
+            if neighbour[cell] >= 0:
+                yield neighbour.reshape(x.shape)
+
+
+def worst_loss(x, epsilon, monkeypatch) -> float:
+    """max over all decompositions and all unit-change neighbours x' of |ln P(tree | x) - ln P(tree | x')|."""
+    base = tree_distribution(x, epsilon, monkeypatch)
+    assert math.isclose(sum(map(math.exp, base.values())), 1.0)
+    worst = 0.0
+    for neighbour in neighbours(x, range(x.size)):
+        other = tree_distribution(neighbour, epsilon, monkeypatch)
+        assert other.keys() == base.keys()
+        worst = max(worst, max(abs(base[t] - other[t]) for t in base))
+    return worst
+
+
+@pytest.mark.parametrize("shape", [(8,), (7,), (4, 4), (2, 4), (3, 3)])
+def test_split_decisions_cost_at_most_their_epsilon_for_every_neighbour(shape, monkeypatch):
+    """Exact: all decompositions of a tiny domain, their probabilities under x and every neighbour."""
+    rng = np.random.default_rng(len(shape) * 10 + shape[0])
+    worst = max(worst_loss(rng.integers(0, high, shape), 1.0, monkeypatch) for high in (4, 12))
+    assert 0.3 <= worst <= 1.0 + 1e-9
+
+
+def full_tree_loss(x, epsilon, monkeypatch) -> float:
+    """Exact loss of the full binary tree (every split taken) between x and its neighbours at cell 0."""
+    full = [np.ones(2**level, dtype=bool) for level in range(int(np.log2(x.size)))] + [np.zeros(0, dtype=bool)]
+    base = log_probability(x, epsilon, full, monkeypatch)
+    return max(abs(base - log_probability(n, epsilon, full, monkeypatch)) for n in neighbours(x, [0]))
+
+
+def test_deep_trees_cost_at_most_epsilon_and_a_tree_without_its_depth_bias_would_not(monkeypatch):
+    """128 empty cells (counts at the threshold): the path to the first has seven split decisions."""
+    x = np.zeros(128, dtype=np.int64)
+    assert full_tree_loss(x, 1.0, monkeypatch) <= 1.0
+    lam = privtree_scales(1.0, 2)[0]
+    monkeypatch.setattr(privtree, "privtree_scales", lambda epsilon, fanout: (lam, 0.0))
+    assert full_tree_loss(x, 1.0, monkeypatch) > 1.5
+
+
+def test_sampled_trees_on_a_larger_grid_cost_at_most_epsilon(monkeypatch):
+    """Decompositions drawn by the mechanism on a 16 × 16 grid, each scored exactly under the data
+    and under neighbours at a spread of cells."""
+    x = datasets.synthetic_2d((16, 16), 3000, rng=3)
+    epsilon, rng, worst = 0.5, np.random.default_rng(0), 0.0
+    for _ in range(10):
+        drawn = DrawnSplits(rng)
+        monkeypatch.setattr(privtree, "_split", drawn)
+        privtree_leaves(x, epsilon, None)
+        drawn = drawn.decisions
+        base = log_probability(x, epsilon, drawn, monkeypatch)
+        for n in neighbours(x, rng.choice(x.size, 12, replace=False)):
+            worst = max(worst, abs(base - log_probability(n, epsilon, drawn, monkeypatch)))
+    assert worst <= epsilon
+
+
+def test_leaf_counts_cost_their_share_for_every_neighbour(monkeypatch):
+    """With the tree fixed (a data-independent stand-in), the leaf counts cost ε₂ = ε - ε₁."""
+    mech, epsilon = M.PrivTree(tree_share=0.4), 0.8
+    workload = wl.random_rects((6, 6), 10, rng=0)
+    monkeypatch.setattr(privtree, "_split", lambda biased, scale, threshold, gen: np.arange(biased.size) % 2 == 0)
+    x = np.random.default_rng(0).integers(0, 20, 36)
+    for cell in range(x.size):
+        replay = Replay()
+        monkeypatch.setattr(privtree, "add_laplace", replay)
+        first = mech.run(workload, x, epsilon, rng=0)
+        replay.replay()
+        neighbour = x.copy()
+        neighbour[cell] += 1
+        assert np.allclose(first, mech.run(workload, neighbour, epsilon, rng=0))
+        assert replay.cost <= 0.6 * epsilon + 1e-9
+
+
+def test_split_decisions_follow_the_laplace_tail():
+    biased = np.repeat([-6.0, -1.0, 0.0, 2.0, 8.0], 20000)
+    decisions = privtree._split(biased, 3.0, 0.5, np.random.default_rng(0)).reshape(5, -1)
+    p = np.exp(split_log_probabilities([-6.0, -1.0, 0.0, 2.0, 8.0], 3.0, 0.5)[0])
+    assert np.all(np.abs(decisions.mean(axis=1) - p) <= 4 * np.sqrt(p * (1 - p) / 20000))
+
+
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=3), seed=st.integers(0, 2**16), eps=st.floats(0.01, 50))
+def test_leaves_are_boxes_that_cover_the_grid_once(shape, seed, eps):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 30, shape)
+    lo, hi = privtree_leaves(x, eps, rng)
+    assert np.all(hi > lo) and np.all(lo >= 0) and np.all(hi <= np.array(shape))
+    painted = np.full(shape, -1)
+    for label, (a, b) in enumerate(zip(lo, hi)):
+        box = tuple(slice(i, j) for i, j in zip(a, b))
+        assert np.all(painted[box] == -1)
+        painted[box] = label
+    assert np.array_equal(box_labels(shape, lo, hi), painted.ravel())
+
+
+def test_leaves_follow_the_data():
+    """A grid empty but for one dense corner: the tree refines the corner and leaves the rest whole."""
+    x = np.zeros((64, 64), dtype=np.int64)
+    x[:8, :8] = 500
+    lo, hi = privtree_leaves(x, 1.0, np.random.default_rng(0))
+    area = np.prod(hi - lo, axis=1)
+    in_corner = np.all(hi <= 8, axis=1)
+    assert area[in_corner].max() <= 4 and area[~in_corner].max() >= 32 * 32 // 4
+    assert lo.shape[0] < 64 + 4 * 6 * 3
+
+
+def test_privtree_runs_on_any_policy_and_refuses_bad_parameters():
+    x = datasets.synthetic(64, 3000, rng=0)
+    w = wl.prefix(64)
+    for policy, tree in ((policies.unbounded(64), None), (policies.line(64), None), (policies.complete(64), "bfs")):
+        release = bt.answer(w, x, policy, 1e6, "privtree", rng=0, tree=tree)
+        assert np.allclose(release.answers, w.matvec(x), atol=1e-2 * x.sum())
+    with pytest.raises(bt.CyclicPolicyError, match="spanning tree"):
+        bt.answer(w, x, policies.complete(64), 1.0, "privtree", rng=0)
+    grid = datasets.synthetic_2d((8, 8), 2000, rng=0).ravel()
+    rects = wl.random_rects((8, 8), 20, rng=0)
+    assert np.allclose(bt.answer(rects, grid, policies.grid((8, 8)), 1e6, "privtree", rng=0, tree="bfs").answers,
+                       rects.matvec(grid), atol=20)
+    with pytest.raises(ValueError, match="tree_share"):
+        M.PrivTree(tree_share=1.0)
+    with pytest.raises(TypeError, match="threshold"):
+        M.PrivTree(threshold="high")
+    assert not bt.answer(w, x, policies.unbounded(64), 1.0, "privtree").secure  # floating-point split decisions
+
+
+@needs_data
+def test_privtree_accuracy_on_sf_cabs_e():
+    """128², 2000 random rectangles, ε = 0.1, unbounded DP, 10 seeds (seeded regression): per-query
+    RMSE ≤ 180, below HB's analytic 491."""
+    x = datasets.coarsen(np.load(DATA / "2D" / "SF-CABS-E.npy"), (128, 128)).ravel()
+    w = wl.random_rects((128, 128), 2000, rng=0)
+    truth = w.matvec(x)
+    mse = np.mean([np.mean((bt.answer(w, x, policies.unbounded((128, 128)), 0.1, "privtree", rng=s).answers - truth) ** 2)
+                   for s in range(10)])
+    assert mse**0.5 <= 180
