@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import blowfish_te as bt
 from blowfish_te.strategies import HaarStrategy, Hierarchy, TreeStrategy, greedy_hierarchy, hierarchical
 from blowfish_te.strategies.base import LeastSquares
-from blowfish_te.strategies.greedy import _gram
+from blowfish_te.strategies.greedy import _CellSpace, _image_space, _QuerySpace
 from blowfish_te.transform import transform
 from blowfish_te.workloads import Boxes
 from blowfish_te.workloads.base import Workload
@@ -116,9 +116,31 @@ def test_range_gram_matrix(workload):
 def test_greedy_with_a_sparse_gram_chooses_the_same_weights(rule, monkeypatch):
     """Ranges moved onto a line's edges have a sparse Gram; the dense one must give the same tree."""
     moved = transform(bt.policies.line(37)).workload(bt.workloads.random_ranges(37, 30, rng=2))
-    assert not isinstance(_gram(moved), np.ndarray)
+    monkeypatch.setattr("blowfish_te.strategies.greedy.SMALL_GRAM_ENTRIES", 0)  # look for the sparse Gram even here
+    assert not isinstance(_image_space(moved).gram, np.ndarray)
     sparse = greedy_hierarchy(moved, 3, rule=rule)
     monkeypatch.setattr("blowfish_te.strategies.greedy.sparse_rows", lambda workload: None)
     dense = greedy_hierarchy(moved, 3, rule=rule)
     np.testing.assert_allclose(sparse.node_weights, dense.node_weights)
     assert sparse.selection_score == pytest.approx(dense.selection_score)
+
+
+@pytest.mark.parametrize("rule", ["dawa", "exact"])
+@pytest.mark.parametrize("workload", [
+    bt.workloads.random_rects((16, 12), 40, rng=3),
+    bt.workloads.Boxes((9, 10), [[0, 0], [2, 3], [5, 1]], [[8, 9], [4, 3], [7, 7]], weights=[1.0, 2.5, 0.5]),
+    bt.workloads.MatrixWorkload(np.random.default_rng(4).integers(0, 3, (25, 64)).astype(float), (8, 8)),
+], ids=["rects", "weighted boxes", "matrix"])
+def test_greedy_in_query_space_chooses_the_same_weights(workload, rule, monkeypatch):
+    """Fewer queries than cells: images W v with G = W Wᵀ give the tree that WᵀW gives."""
+    cells = greedy_hierarchy(workload, 2, rule=rule)
+    monkeypatch.setattr("blowfish_te.strategies.greedy.DENSE_GRAM_ENTRIES", 0)
+    monkeypatch.setattr("blowfish_te.strategies.greedy.SMALL_GRAM_ENTRIES", 0)
+    space = _image_space(workload)
+    assert isinstance(space, _QuerySpace)
+    queries = greedy_hierarchy(workload, 2, rule=rule)
+    np.testing.assert_allclose(queries.node_weights, cells.node_weights)
+    assert queries.selection_score == pytest.approx(cells.selection_score)
+    gram = Workload.gram_matrix(workload)
+    np.testing.assert_allclose(space.cell_energy, (gram**2).sum(axis=1))
+    assert isinstance(_CellSpace(gram).unit(None), np.ndarray)

@@ -70,12 +70,24 @@ def _raw_of(suite):
     return {
         "name": suite.name, "description": suite.description, "master_seed": suite.master_seed, "trials": suite.trials,
         "epsilons": list(suite.epsilons), "policies": list(suite.policies),
-        "data": {"datasets": list(suite.datasets), "domain": list(suite.domain), "scales": list(suite.scales), "data_seeds": suite.data_seeds},
+        "data": {"datasets": list(suite.datasets), "domain": list(suite.domains[0]), "scales": list(suite.scales), "data_seeds": suite.data_seeds},
         "workload": dict(suite.workload),
         "mechanisms": [{"name": m.name, "label": m.label, "params": m.params, "epsilon_factor": m.epsilon_factor,
                         **({"policies": list(m.policies)} if m.policies else {}), **({"tree": m.tree} if m.tree else {})}
                        for m in suite.mechanisms],
     }
+
+
+def test_a_suite_runs_each_of_its_domains_and_keeps_the_first_domains_keys(tmp_path):
+    one = run_suite(_suite(domain=32, mechanisms=["identity"]), tmp_path / "one")
+    two = run_suite(_suite(domain=[[32], [16]], mechanisms=["identity"]), tmp_path / "two")
+    assert [r["domain"] for r in two] == ["32"] * len(one) + ["16"] * len(one)
+    assert [(r["key"], r["mse"]) for r in two[: len(one)]] == [(r["key"], r["mse"]) for r in one]
+    assert all("@16|" in r["key"] for r in two[len(one):])
+    with pytest.raises(SuiteError, match="same number of axes"):
+        _suite(domain=[[32], [4, 4]])
+    with pytest.raises(SuiteError, match="domain must hold ints > 0"):
+        _suite(domain=[[32], [0]])
 
 
 def test_rows_hold_parameters_errors_and_the_right_epsilon(tmp_path):

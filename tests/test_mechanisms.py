@@ -354,3 +354,14 @@ def test_strategy_sensitivity_is_cached_per_workload_and_policy():
     for _ in range(2):  # second pass: read from the cache
         for policy, expected in cases:
             assert mech.release(w, x, 1.0, rng=0, policy=policy)[1] == expected
+
+
+def test_2d_privelet_is_the_kronecker_square_of_the_1d_one():
+    """The standard (Kronecker) decomposition of Privelet (Xiao, Wang, Gehrke 2010): AᵀA = A₁ᵀA₁ ⊗ A₁ᵀA₁
+    and Δ = Δ₁² = (1 + log₂ 8)², which is why on small grids its error can exceed the identity's."""
+    from blowfish_te.strategies import HaarStrategy
+
+    one, two = HaarStrategy((8,)), HaarStrategy((8, 8))
+    a1, a2 = one.dense(), two.dense()
+    np.testing.assert_allclose(a2.T @ a2, np.kron(a1.T @ a1, a1.T @ a1), atol=1e-12)
+    assert M.Privelet().strategy_sensitivity(two) == M.Privelet().strategy_sensitivity(one) ** 2 == 16.0

@@ -6,6 +6,8 @@ import pathlib
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import blowfish_te as bt
 from blowfish_te import datasets, policies
@@ -27,6 +29,17 @@ def test_hilbert_order_visits_every_cell_once_and_steps_to_neighbours(shape):
     steps = np.abs(np.diff(rows)) + np.abs(np.diff(cols))
     if shape[0] == shape[1] and shape[0] & (shape[0] - 1) == 0:  # a full curve: every step is to a neighbour
         assert (steps == 1).all()
+
+
+@given(side=st.integers(1, 300), parts=st.integers(1, 300))
+def test_cells_find_their_interval_of_a_cut(side, parts):
+    from blowfish_te.mechanisms.spatial import _cuts, _part_of
+
+    cuts = _cuts(side, parts)
+    position = np.arange(side)
+    expected = np.searchsorted(cuts, position, side="right") - 1
+    found = _part_of(position, np.full(side, side), np.full(side, min(parts, side)))
+    assert np.array_equal(found, expected) and np.all(np.diff(cuts) > 0)
 
 
 @pytest.mark.parametrize("mech", [M.UGrid(c=1.0), M.AGrid(c=1.0), M.UGrid(total=50.0), M.AGrid(total=50.0, alpha=0.3)], ids=repr)

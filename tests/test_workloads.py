@@ -330,3 +330,27 @@ def test_all_ranges_subset_diameter_closed_form(k, seed):
     f = lambda a, b: (b - a) * (a + 1 + k - b)  # noqa: E731  ranges holding exactly one of a < b
     expected = max((f(a, b) for a, b in itertools.combinations(cells, 2)), default=0)
     assert wl.all_ranges(k).column_diameter(cells) == expected
+
+
+@pytest.mark.parametrize("base", [wl.random_rects((12, 10), 30, rng=5), wl.prefix(40),
+                                  wl.Boxes((9, 7), [[0, 0], [3, 2]], [[8, 6], [5, 2]], weights=[2.0, 0.5])], ids=repr)
+def test_bucket_views_and_probes_equal_their_dense_twins(base):
+    """W E (partition view) and an evenly spaced probe of it, by every path, against dense algebra."""
+    from blowfish_te.strategies.base import sparse_rows
+
+    labels = np.random.default_rng(0).integers(0, 9, base.size)
+    labels = np.unique(labels, return_inverse=True)[1]
+    view = wl.BucketWorkload(base, labels)
+    spread = np.zeros((base.size, labels.max() + 1))
+    spread[np.arange(base.size), labels] = 1.0 / np.bincount(labels)[labels]
+    dense = Workload.dense(base) @ spread
+    np.testing.assert_allclose(view.dense(), dense, atol=1e-12)
+    assert view.frobenius_sq() == pytest.approx((dense**2).sum())
+    np.testing.assert_allclose(view.gram_matrix(), dense.T @ dense, atol=1e-9)
+    rows = sparse_rows(view)
+    if rows is not None:
+        np.testing.assert_allclose(rows.toarray(), dense, atol=1e-12)
+    probe = wl.evenly_spaced_queries(view, 7)
+    picked = np.unique(np.linspace(0, base.num_queries - 1, 7).round().astype(int))
+    np.testing.assert_allclose(probe.dense(), dense[picked], atol=1e-12)
+    assert isinstance(base, wl.Boxes) and isinstance(probe.base, wl.Boxes)  # boxes stay boxes: closed forms apply

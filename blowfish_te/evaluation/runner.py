@@ -17,6 +17,7 @@ under unbounded DP) is recorded with ``status = "error: ..."`` and left out of t
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import pathlib
 import time
@@ -49,6 +50,8 @@ class Cell:
     """One trial of one configuration."""
 
     dataset: str
+    domain: tuple[int, ...] | None  # None: the dataset's own shape
+    tag: str  # the domain in keys: empty for a suite's first domain, so single-domain keys keep their form
     scale: int | None
     data_seed: int
     policy: str
@@ -58,17 +61,19 @@ class Cell:
 
     def key(self, suite: Suite) -> str:
         label = suite.mechanisms[self.mechanism].label
-        return f"{self.dataset}|{self.scale}|{self.data_seed}|{self.policy}|{label}|{self.epsilon!r}|{self.trial}"
+        return f"{self.dataset}{self.tag}|{self.scale}|{self.data_seed}|{self.policy}|{label}|{self.epsilon!r}|{self.trial}"
 
     def run_key(self) -> str:
         """The key of the run's seed: the same for every mechanism and policy of a trial."""
-        return f"run|{self.dataset}|{self.scale}|{self.data_seed}|{self.epsilon!r}|{self.trial}"
+        return f"run|{self.dataset}{self.tag}|{self.scale}|{self.data_seed}|{self.epsilon!r}|{self.trial}"
 
 
 def cells(suite: Suite) -> list[Cell]:
     """Every cell of the suite's grid, in a fixed order."""
     out = []
-    for dataset in suite.datasets:
+    domains = suite.domains or (None,)
+    for dataset, domain in itertools.product(suite.datasets, domains):
+        tag = "" if domain == domains[0] else "@" + "x".join(map(str, domain))
         for scale in suite.scales or (None,):
             for data_seed in range(suite.data_seeds):
                 for policy in suite.policies:
@@ -77,7 +82,7 @@ def cells(suite: Suite) -> list[Cell]:
                             continue
                         for eps in suite.epsilons:
                             for trial in range(suite.trials):
-                                out.append(Cell(dataset, scale, data_seed, policy, m, eps, trial))
+                                out.append(Cell(dataset, domain, tag, scale, data_seed, policy, m, eps, trial))
     return out
 
 
@@ -96,16 +101,17 @@ class _Context:
         # then hold that policy's workloads and tree candidates only, and never thrash
 
     def histogram(self, cell: Cell):
-        key = (cell.dataset, cell.scale, cell.data_seed)
+        key = (cell.dataset, cell.domain, cell.scale, cell.data_seed)
         if key not in self.data:
             raw = datasets.load(cell.dataset, self.data_dir)
-            domain = self.suite.domain or raw.shape
+            domain = cell.domain or raw.shape
             if len(domain) != raw.ndim:
                 raise SuiteError(f"domain {domain} does not fit dataset {cell.dataset!r} of shape {raw.shape}")
             if cell.scale is None:
                 x = datasets.coarsen(raw, domain)
             else:
-                gen = np.random.default_rng(_seed(self.suite.master_seed, "data|" + "|".join(map(str, key))))
+                label = (cell.dataset + cell.tag, cell.scale, cell.data_seed)
+                gen = np.random.default_rng(_seed(self.suite.master_seed, "data|" + "|".join(map(str, label))))
                 x = datasets.dpbench_sample(raw, cell.scale, domain, rng=gen)
             w = self.workload(x.shape)
             self.data = {key: (x, w @ x.ravel())}  # one sample at a time: cells come grouped by it

@@ -12,7 +12,8 @@ A suite names datasets, policies, one workload, mechanisms, ε values and trials
 
     [data]
     datasets = ["HEPTH", "synthetic-1d"]
-    domain = 4096                     # optional: sum adjacent cells down to it (DPBench)
+    domain = 4096                     # optional: sum adjacent cells down to it (DPBench); a list of
+                                      # shapes, e.g. [[128, 128], [256, 256]], runs each in turn
     scales = [1000, 100000]           # optional: DPBench sampling of this many records
     data_seeds = 5                    # optional, with scales only: samples per scale
 
@@ -98,7 +99,7 @@ class Suite:
     epsilons: tuple[float, ...]
     policies: tuple[str, ...]
     datasets: tuple[str, ...]
-    domain: tuple[int, ...] | None
+    domains: tuple[tuple[int, ...], ...] | None
     scales: tuple[int, ...] | None
     data_seeds: int
     workload: dict
@@ -145,6 +146,20 @@ def policy_theta(spec: str, shape: tuple[int, ...]) -> float | None:
     if kind not in ("threshold", "grid"):
         return None
     return float(shape[0] if arg == "full" else int(arg))
+
+
+def _domains(where: str, value) -> tuple[tuple[int, ...], ...] | None:
+    """``domain``: one shape (an int, or a list of ints) or a list of shapes (lists), each run in turn."""
+    if value is None:
+        return None
+    shapes = value if isinstance(value, list) and value and all(isinstance(v, list) for v in value) else [value]
+    out = []
+    for shape in shapes:
+        shape = _list(where, "domain", [shape] if isinstance(shape, int) and not isinstance(shape, bool) else shape, int, 0)
+        out.append(tuple(shape))
+    if len({len(shape) for shape in out}) != 1:
+        _fail(where, f"the domains of a suite must all have the same number of axes, got {value!r}")
+    return tuple(out)
 
 
 def _mechanism(where: str, entry, policies: tuple[str, ...]) -> MechanismSpec:
@@ -229,11 +244,8 @@ def parse_suite(raw: dict, where: str = "suite", tiny: bool = False) -> Suite:
     policies = _list(where, "policies", merged["policies"], str)
     datasets = _list(where, "datasets", merged["datasets"], str)
     epsilons = tuple(float(e) for e in _list(where, "epsilons", merged["epsilons"], (int, float), 0))
-    domain = merged.get("domain")
-    if domain is not None:
-        domain = (domain,) if isinstance(domain, int) and not isinstance(domain, bool) else _list(where, "domain", domain, int, 0)
-        if any(d < 1 for d in domain):
-            _fail(where, f"domain must hold positive integers, got {domain!r}")
+    domains = _domains(where, merged.get("domain"))
+    domain = None if domains is None else domains[0]
     scales = merged.get("scales")
     if scales is not None:
         scales = _list(where, "scales", scales, int, 0)
@@ -275,7 +287,7 @@ def parse_suite(raw: dict, where: str = "suite", tiny: bool = False) -> Suite:
         epsilons=epsilons,
         policies=policies,
         datasets=datasets,
-        domain=None if domain is None else tuple(domain),
+        domains=domains,
         scales=scales,
         data_seeds=data_seeds,
         workload=workload,

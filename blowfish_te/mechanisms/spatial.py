@@ -45,9 +45,20 @@ def hilbert_order(shape) -> np.ndarray:
 
 
 def _cuts(side: int, parts: int) -> np.ndarray:
-    """Boundaries 0 = b_0 < ... < b_parts = side of ``parts`` near-equal intervals."""
+    """Boundaries 0 = b_0 < ... < b_parts = side of ``parts`` near-equal intervals, b_j = round(j·side/parts)."""
     parts = max(1, min(int(parts), side))
-    return np.round(np.linspace(0, side, parts + 1)).astype(np.int64)
+    return np.round(np.arange(parts + 1) * side / parts).astype(np.int64)
+
+
+def _part_of(position: np.ndarray, side: np.ndarray, parts: np.ndarray) -> np.ndarray:
+    """For each (position, side, parts), elementwise: the interval of :func:`_cuts` (side, parts)
+    holding the position, the j with b_j <= position < b_{j+1}."""
+    def cut(j):
+        return np.round(j * side / parts).astype(np.int64)
+
+    j = position * parts // side  # within one of the answer: b_j rounds j·side/parts
+    j = np.where(cut(j) > position, j - 1, j)
+    return np.where(cut(j + 1) <= position, j + 1, j)
 
 
 def _block_labels(shape, row_cuts: np.ndarray, col_cuts: np.ndarray) -> np.ndarray:
@@ -133,26 +144,19 @@ class AGrid(_GridMechanism):
         coarse = _block_labels((rows, cols), row_cuts, col_cuts)
         coarse_noisy = add_laplace(np.bincount(coarse, weights=x), 1.0 / eps1, gen, sensitivity=1.0, integer=True)
         # fine blocks: each coarse block cut by its own noisy count (post-processing)
-        n_cols = col_cuts.size - 1
-        fine = np.empty(rows * cols, dtype=np.int64)
+        parts = np.maximum(1, np.ceil(np.sqrt(np.maximum(coarse_noisy, 0.0) * eps2 / (self.c / 2)))).astype(np.int64)
+        block_rows, block_cols = np.divmod(np.arange(coarse_noisy.size), col_cuts.size - 1)
+        heights, widths = np.diff(row_cuts)[block_rows], np.diff(col_cuts)[block_cols]
+        parts_rows, parts_cols = np.minimum(parts, heights), np.minimum(parts, widths)
+        per_block = parts_rows * parts_cols
+        offset = np.cumsum(per_block) - per_block
         grid_rows, grid_cols = np.divmod(np.arange(rows * cols), cols)
-        owner_of_fine, offset = [], 0
-        for block in range(coarse_noisy.size):
-            r, c = divmod(block, n_cols)
-            height, width = row_cuts[r + 1] - row_cuts[r], col_cuts[c + 1] - col_cuts[c]
-            parts = max(1, math.ceil(math.sqrt(max(coarse_noisy[block], 0.0) * eps2 / (self.c / 2))))
-            sub_rows, sub_cols = _cuts(height, parts), _cuts(width, parts)
-            cells = np.flatnonzero(coarse == block)
-            local = _block_labels((height, width), sub_rows, sub_cols)
-            local_index = (grid_rows[cells] - row_cuts[r]) * width + (grid_cols[cells] - col_cuts[c])
-            fine[cells] = offset + local[local_index]
-            count = (sub_rows.size - 1) * (sub_cols.size - 1)
-            owner_of_fine.append(np.full(count, block))
-            offset += count
-        owner = np.concatenate(owner_of_fine)
-        fine_noisy = add_laplace(np.bincount(fine, weights=x, minlength=offset), 1.0 / eps2, gen, sensitivity=1.0, integer=True)
+        sub_row = _part_of(grid_rows - row_cuts[block_rows[coarse]], heights[coarse], parts_rows[coarse])
+        sub_col = _part_of(grid_cols - col_cuts[block_cols[coarse]], widths[coarse], parts_cols[coarse])
+        fine = offset[coarse] + sub_row * parts_cols[coarse] + sub_col
+        owner = np.repeat(np.arange(coarse_noisy.size), per_block)
+        fine_noisy = add_laplace(np.bincount(fine, weights=x, minlength=owner.size), 1.0 / eps2, gen, sensitivity=1.0, integer=True)
         # constrained inference per coarse block: weights 1/Var, Var(Lap(b)) = 2b²
-        per_block = np.bincount(owner, minlength=coarse_noisy.size)
         fine_sum = np.bincount(owner, weights=fine_noisy, minlength=coarse_noisy.size)
         var_coarse, var_sum = 2.0 / eps1**2, per_block * 2.0 / eps2**2
         combined = (coarse_noisy / var_coarse + fine_sum / var_sum) / (1.0 / var_coarse + 1.0 / var_sum)

@@ -18,6 +18,12 @@ p is chosen on the grid 1 - j/G, j = 0..G-1, by one of two rules:
   which is exact locally but over-measures small blocks for prefix-like workloads.
 
 Either way the resulting strategy's error is computed exactly afterwards (least squares).
+
+Images C v are held in cell space (length K, from the Gram matrix C, sparse when W's rows are
+short) or, when K is larger than the number of queries m and C would be dense, in query space as
+u = W v (length m, C v = Wᵀ u) with G = W Wᵀ: ‖C v‖² = uᵀ G u and vᵀ C v = ‖u‖². For boxes,
+the cells' own ‖C e_i‖² = Σ over pairs of boxes holding i of G_qq' w_q w_q' come from painting
+the pairwise intersections, O(m² + K), never a K × K matrix.
 """
 
 from __future__ import annotations
@@ -27,11 +33,18 @@ import scipy.sparse as sp
 
 from .._validation import check_int
 from ..workloads import Boxes, Workload, as_workload
+from ..workloads.boxes import coverage
 from .base import sparse_rows
 from .hierarchy import Hierarchy, TreeStrategy
 
-#: GreedyH works with the dense Gram matrix WᵀW: K² entries.
+#: GreedyH holds a dense min(K, m) × min(K, m) matrix (WᵀW, or W Wᵀ in query space).
 MAX_GREEDY_CELLS = 16384
+#: A dense Gram matrix WᵀW up to this many entries is held as it is (cell space) ...
+DENSE_GRAM_ENTRIES = 2**24
+#: ... and up to this many without looking for a sparse one.
+SMALL_GRAM_ENTRIES = 2**20
+#: Rows of query-space images multiplied by G at a time.
+_CHUNK_ENTRIES = 2**22
 
 
 def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, rule: str = "dawa") -> TreeStrategy:
@@ -48,10 +61,8 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
     branching = check_int(branching, "branching", minimum=2)
     grid = check_int(grid, "grid", minimum=1)
     k = workload.size
-    if k > MAX_GREEDY_CELLS:
-        raise ValueError(f"GreedyH needs the dense Gram matrix; domains up to {MAX_GREEDY_CELLS} cells, got {k}")
+    space = _image_space(workload)
     h = Hierarchy(workload.domain, branching)
-    gram = _gram(workload)
     v = np.zeros(k)
     kk = np.zeros(h.num_nodes)
     score = np.zeros(h.num_nodes)
@@ -71,14 +82,11 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
         inner = nodes[~is_leaf]
         # a parent's image is the sum of its children's: one pass over the level below
         if inner.size == 0 and np.array_equal(cells, np.arange(k)):
-            level_images = gram
+            level_images = space.unit(None)
         else:
-            parts = [gram[cells], (h._gather[level] @ images)[inner - h.level_starts[level]] if inner.size else None]
+            parts = [space.unit(cells), (h._gather[level] @ images)[inner - h.level_starts[level]] if inner.size else None]
             level_images = _stack_rows(parts, np.flatnonzero(is_leaf), np.flatnonzero(~is_leaf))
-        if rule == "dawa":
-            score[leaves] = spread[leaves] = _row_energy(level_images, np.flatnonzero(is_leaf))
-        else:
-            score[leaves] = spread[leaves] = _entries(gram, cells, cells)
+        score[leaves] = spread[leaves] = space.unit_energy(cells) if rule == "dawa" else space.unit_quadratic(cells)
         images = level_images
         if inner.size == 0:
             continue
@@ -88,9 +96,9 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
         column = local[owner[inside]]
         rows = inner - h.level_starts[level]
         if rule == "dawa":
-            m = _row_energy(images, rows)
+            m = space.energy(images, rows)
         else:
-            own = np.bincount(column, weights=v[inside] * _entries(images, rows[column], inside), minlength=inner.size)
+            own = space.quadratic(images, rows, v, inside, column)
         gather = h._gather[level]
         offset = h.level_starts[level]
         total_s = (gather @ score[h.level(level + 1)])[inner - offset]
@@ -122,16 +130,107 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
     return strategy
 
 
-def _gram(workload: Workload):
-    """WᵀW: sparse (CSR) when W has short sparse rows whose product costs less than K² (an
-    upper bound on its non-zeros), else dense."""
-    k = workload.size
+def _image_space(workload: Workload):
+    """Cell space when WᵀW is sparse and cheap, small, or no larger than W Wᵀ; else query space."""
+    k, m = workload.size, workload.num_queries
+    if k * k <= SMALL_GRAM_ENTRIES:
+        return _CellSpace(workload.gram_matrix(max_entries=k * k))
     budget = k * k / 8
     short = not isinstance(workload, Boxes) or float(((workload.hi - workload.lo + 1).prod(axis=1) ** 2.0).sum()) <= budget
     rows = sparse_rows(workload) if short else None
     if rows is not None and float((np.diff(rows.indptr).astype(np.float64) ** 2).sum()) <= budget:
-        return sp.csr_array(rows.T @ rows)
-    return workload.gram_matrix(max_entries=k * k)
+        return _CellSpace(sp.csr_array(rows.T @ rows))
+    if min(k, m) > MAX_GREEDY_CELLS:
+        raise ValueError(f"GreedyH holds a dense matrix of min(cells, queries)² entries; up to {MAX_GREEDY_CELLS} "
+                         f"cells or queries, got {k} cells and {m} queries")
+    if k * k <= DENSE_GRAM_ENTRIES or k <= m:
+        return _CellSpace(workload.gram_matrix(max_entries=k * k))
+    rows = sparse_rows(workload)
+    if rows is None:
+        raise ValueError(f"GreedyH on {workload.name}: {k} cells need the workload's sparse rows (boxes or an explicit "
+                         f"matrix, at most 2^24 non-zeros) to work in query space")
+    return _QuerySpace(workload, rows)
+
+
+class _CellSpace:
+    """Images C v (length K) from the Gram matrix C = WᵀW (dense, or sparse CSR)."""
+
+    def __init__(self, gram):
+        self.gram = gram
+        self._cell_energy = None
+
+    def unit(self, cells):
+        """Images of the unit vectors e_i of ``cells`` (None: every cell, in order)."""
+        return self.gram if cells is None else self.gram[cells]
+
+    def unit_energy(self, cells) -> np.ndarray:
+        if self._cell_energy is None:  # every row once: levels ask for their leaves in turn
+            self._cell_energy = _row_energy(self.gram, np.arange(self.gram.shape[0]))
+        return self._cell_energy[cells]
+
+    def unit_quadratic(self, cells) -> np.ndarray:
+        return _entries(self.gram, cells, cells)
+
+    def energy(self, images, rows) -> np.ndarray:
+        """‖C v_j‖² of the images ``rows``."""
+        return _row_energy(images, rows)
+
+    def quadratic(self, images, rows, v, inside, column) -> np.ndarray:
+        """v_jᵀ C v_j, v_j the entries of v on the cells ``inside`` owned by node ``column``."""
+        return np.bincount(column, weights=v[inside] * _entries(images, rows[column], inside), minlength=rows.size)
+
+
+class _QuerySpace:
+    """Images u = W v (length m), with G = W Wᵀ: ‖C v‖² = uᵀ G u, vᵀ C v = ‖u‖²."""
+
+    def __init__(self, workload: Workload, rows: sp.csr_array):
+        self.columns = sp.csr_array(rows.T)  # row i: W e_i
+        if isinstance(workload, Boxes):
+            self.query_gram, self.cell_energy = _box_overlaps(workload)
+        else:
+            self.query_gram = (rows @ rows.T).toarray()
+            self.cell_energy = self.energy(self.columns, np.arange(workload.size))
+
+    def unit(self, cells):
+        return self.columns if cells is None else self.columns[cells]
+
+    def unit_energy(self, cells) -> np.ndarray:
+        return self.cell_energy[cells]
+
+    def unit_quadratic(self, cells) -> np.ndarray:
+        return _row_energy(self.columns, cells)
+
+    def energy(self, images, rows) -> np.ndarray:
+        out = np.empty(rows.size)
+        step = max(1, _CHUNK_ENTRIES // self.query_gram.shape[0])
+        for start in range(0, rows.size, step):
+            block = images[rows[start : start + step]]
+            block = block.toarray() if sp.issparse(block) else block
+            out[start : start + step] = np.einsum("ij,ij->i", block @ self.query_gram, block)
+        return out
+
+    def quadratic(self, images, rows, v, inside, column) -> np.ndarray:
+        return _row_energy(images, rows)
+
+
+def _box_overlaps(workload: Boxes) -> tuple[np.ndarray, np.ndarray]:
+    """(G = W Wᵀ, ‖C e_i‖² for every cell i) of weighted boxes: G_qq' = w_q w_q' |q ∩ q'|, and
+    ‖C e_i‖² = Σ_{q, q' ∋ i} w_q w_q' G_qq', each pair's weight painted over its intersection."""
+    m, d = workload.lo.shape
+    w = np.ones(m) if workload.weights is None else workload.weights
+    gram = np.empty((m, m))
+    energy = np.zeros(workload.size)
+    step = max(1, _CHUNK_ENTRIES // (m * d))
+    for start in range(0, m, step):
+        q = slice(start, min(start + step, m))
+        lo = np.maximum(workload.lo[q, None, :], workload.lo[None, :, :])
+        hi = np.minimum(workload.hi[q, None, :], workload.hi[None, :, :])
+        volume = np.clip(hi - lo + 1, 0, None).prod(axis=2).astype(np.float64)
+        pair = np.outer(w[q], w)
+        gram[q] = pair * volume
+        keep = volume > 0
+        energy += coverage(workload.domain, lo[keep], hi[keep], (pair**2 * volume)[keep])
+    return gram, energy
 
 
 def _stack_rows(parts: list, first: np.ndarray, second: np.ndarray):
@@ -153,7 +252,7 @@ def _row_energy(a, rows: np.ndarray) -> np.ndarray:
         a = sp.csr_array(a)
         per_row = np.bincount(np.repeat(np.arange(a.shape[0]), np.diff(a.indptr)), weights=a.data**2, minlength=a.shape[0])
         return per_row[rows]
-    block = a if rows.size == a.shape[0] else a[rows]
+    block = a if np.array_equal(rows, np.arange(a.shape[0])) else a[rows]
     return np.einsum("ij,ij->i", block, block)
 
 

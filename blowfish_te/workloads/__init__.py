@@ -164,13 +164,22 @@ def from_matrix(matrix, domain=None) -> MatrixWorkload:
     return MatrixWorkload(matrix, domain=domain)
 
 
-def evenly_spaced_queries(workload: Workload, count: int) -> QueryRows:
+def evenly_spaced_queries(workload: Workload, count: int) -> Workload:
     """At most ``count`` of the workload's queries, evenly spaced over its rows (first and last
-    included): a fixed, data-independent probe of a large workload."""
+    included): a fixed, data-independent probe of a large workload. Boxes stay boxes and a
+    partition's view keeps its partition (their closed forms still apply); others are
+    :class:`QueryRows`."""
     workload = as_workload(workload)
     count = check_int(count, "count", minimum=1)
     m = workload.num_queries
-    return QueryRows(workload, np.unique(np.linspace(0, m - 1, min(count, m)).round().astype(np.int64)))
+    rows = np.unique(np.linspace(0, m - 1, min(count, m)).round().astype(np.int64))
+    name = f"{workload.name}[{rows.size} queries]"
+    if isinstance(workload, Boxes):
+        weights = None if workload.weights is None else workload.weights[rows]
+        return Boxes(workload.domain, workload.lo[rows], workload.hi[rows], name=name, weights=weights)
+    if isinstance(workload, BucketWorkload):
+        return BucketWorkload(evenly_spaced_queries(workload.base, count), workload.labels)
+    return QueryRows(workload, rows)
 
 
 #: The workload kinds :func:`from_spec` builds; the random ones take a query count.

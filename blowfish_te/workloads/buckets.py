@@ -6,11 +6,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from .base import Workload, as_block
+from .boxes import Boxes
+
+#: Boxes with at most this many (box, cell) pairs are multiplied out sparsely.
+SPARSE_PAIRS = 2**22
 
 
 class BucketWorkload(Workload):
     """W E over m buckets, E[i, b] = 1/|b| for the cells i of bucket b: the answers W x̂ when each
-    bucket's total is spread evenly over its cells (DAWA's reduced workload)."""
+    bucket's total is spread evenly over its cells (DAWA's reduced workload); ``spread`` is E
+    (sparse, K × m)."""
 
     def __init__(self, base: Workload, labels):
         labels = np.asarray(labels, dtype=np.int64).reshape(-1)
@@ -22,22 +27,32 @@ class BucketWorkload(Workload):
         self.base = base
         self.labels = labels
         self.sizes = sizes
-        self._spread = sp.csr_array((1.0 / sizes[labels], (np.arange(labels.size), labels)), shape=(labels.size, sizes.size))
+        self.spread = sp.csr_array((1.0 / sizes[labels], (np.arange(labels.size), labels)), shape=(labels.size, sizes.size))
         super().__init__((sizes.size,), base.num_queries, f"{base.name} on {sizes.size} buckets")
 
     def expand(self, totals: np.ndarray) -> np.ndarray:
         """Cell estimates from bucket totals, uniform within each bucket."""
-        return self._spread @ np.asarray(totals, dtype=np.float64)
+        return self.spread @ np.asarray(totals, dtype=np.float64)
 
     def _matmat(self, y):
         return self.base._matmat(self.expand(as_block(y)))
 
     def _rmatmat(self, z):
-        return self._spread.T @ self.base._rmatmat(as_block(z))
+        return self.spread.T @ self.base._rmatmat(as_block(z))
+
+    def frobenius_sq(self) -> float:
+        """‖W E‖_F²: from W's sparse rows when W is a few small boxes, else from the columns."""
+        base = self.base
+        if isinstance(base, Boxes) and float((base.hi - base.lo + 1).prod(axis=1).sum()) <= SPARSE_PAIRS:
+            return float(((base.tosparse() @ self.spread).data ** 2).sum())
+        return super().frobenius_sq()
 
     def gram_matrix(self, max_entries: int = 2**26) -> np.ndarray:
         m = self.size
         if m * m > max_entries:
             raise ValueError(f"the Gram matrix of {self.name} would have {m * m} entries (limit {max_entries})")
-        spread = self._spread.toarray()
-        return np.asarray(self._spread.T @ self.base.gram().matmat(spread), dtype=np.float64)
+        spread = self.spread.toarray()
+        if self.num_queries <= self.base.size:  # (W E)ᵀ (W E): one pass through W
+            reduced = np.asarray(self.base.matmat(spread), dtype=np.float64)
+            return reduced.T @ reduced
+        return np.asarray(self.spread.T @ self.base.gram().matmat(spread), dtype=np.float64)
