@@ -131,3 +131,16 @@ def test_identity_closed_form_sensitivity_on_structured_policies(policy):
 
     mech = Identity()
     assert mech.strategy_sensitivity(mech.strategy(wl.identity(policy.shape)), policy) == sensitivity(wl.identity(policy.shape), policy)
+
+
+@pytest.mark.parametrize("name", ["identity", "hb", "quadtree"])
+def test_grid_policies_cost_hierarchies_what_bounded_dp_costs(name):
+    """Two adjacent cells on either side of the first split share only the root: the worst pair
+    of a grid policy is already the worst pair of bounded DP, so Δ_grid = Δ_complete (= 2 Δ for
+    the identity). Only strategies whose columns for neighbouring cells overlap gain from a grid policy."""
+    from blowfish_te.mechanisms import mechanism_class
+
+    strategy = mechanism_class(name)().strategy(wl.random_rects((16, 16), 50, rng=0))
+    bounded = sensitivity(strategy, policies.complete((16, 16)))
+    assert sensitivity(strategy, policies.grid((16, 16), 1)) == sensitivity(strategy, policies.grid((16, 16), 4)) == bounded
+    assert bounded > sensitivity(strategy, policies.unbounded((16, 16)))

@@ -144,7 +144,8 @@ class AGrid(_GridMechanism):
         coarse = _block_labels((rows, cols), row_cuts, col_cuts)
         coarse_noisy = add_laplace(np.bincount(coarse, weights=x), 1.0 / eps1, gen, sensitivity=1.0, integer=True)
         # fine blocks: each coarse block cut by its own noisy count (post-processing)
-        parts = np.maximum(1, np.ceil(np.sqrt(np.maximum(coarse_noisy, 0.0) * eps2 / (self.c / 2)))).astype(np.int64)
+        parts = np.ceil(np.sqrt(np.maximum(coarse_noisy, 0.0) * eps2 / (self.c / 2)))
+        parts = np.clip(parts, 1, max(rows, cols)).astype(np.int64)  # no block has more cells a side
         block_rows, block_cols = np.divmod(np.arange(coarse_noisy.size), col_cuts.size - 1)
         heights, widths = np.diff(row_cuts)[block_rows], np.diff(col_cuts)[block_cols]
         parts_rows, parts_cols = np.minimum(parts, heights), np.minimum(parts, widths)
