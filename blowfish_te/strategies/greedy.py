@@ -145,7 +145,7 @@ def _image_space(workload: Workload):
                          f"cells or queries, got {k} cells and {m} queries")
     if k * k <= DENSE_GRAM_ENTRIES or k <= m:
         return _CellSpace(workload.gram_matrix(max_entries=k * k))
-    rows = sparse_rows(workload)
+    rows = rows if rows is not None else sparse_rows(workload)
     if rows is None:
         raise ValueError(f"GreedyH on {workload.name}: {k} cells need the workload's sparse rows (boxes or an explicit "
                          f"matrix, at most 2^24 non-zeros) to work in query space")
