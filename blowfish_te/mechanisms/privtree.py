@@ -10,7 +10,8 @@ import numpy as np
 
 from .._validation import check_real
 from ..noise import add_laplace
-from ..workloads import Workload
+from ..workloads import Boxes, Workload
+from ..workloads.boxes import coverage
 from .base import Mechanism
 
 
@@ -24,29 +25,6 @@ def privtree_scales(epsilon: float, fanout: int) -> tuple[float, float]:
 def _split(biased: np.ndarray, scale: float, threshold: float, gen) -> np.ndarray:
     """The split decisions: biased count + Laplace(scale) > threshold, one draw per node."""
     return biased + gen.laplace(0.0, scale, biased.size) > threshold
-
-
-def _summed_area(x: np.ndarray) -> np.ndarray:
-    """Cumulative sums along every axis with a leading zero: box sums in 2^d lookups."""
-    table = np.zeros(tuple(s + 1 for s in x.shape))
-    table[tuple(slice(1, None) for _ in x.shape)] = x
-    for axis in range(x.ndim):
-        np.cumsum(table, axis=axis, out=table)
-    return table
-
-
-def _corners(lo: np.ndarray, hi: np.ndarray):
-    """The 2^d corners of boxes [lo, hi): (index tuple into a grid, number of upper coordinates)."""
-    d = lo.shape[1]
-    for corner in range(1 << d):
-        upper = [(corner >> a) & 1 for a in range(d)]
-        yield tuple(hi[:, a] if upper[a] else lo[:, a] for a in range(d)), sum(upper)
-
-
-def _box_sums(table: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Sums of the boxes [lo, hi) (rows of ``lo`` and ``hi``) by inclusion-exclusion over corners."""
-    d = lo.shape[1]
-    return sum((-1) ** (d - upper) * table[index] for index, upper in _corners(lo, hi))
 
 
 def _halve(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -73,13 +51,13 @@ def privtree_leaves(x: np.ndarray, epsilon: float, gen, threshold: float = 0.0) 
     """
     fanout = 2**x.ndim
     scale, bias = privtree_scales(epsilon, fanout)
-    table = _summed_area(x)
     lo = np.zeros((1, x.ndim), dtype=np.int64)
     hi = np.array([x.shape], dtype=np.int64)
     leaves_lo, leaves_hi, depth = [], [], 0
     while lo.shape[0]:
         splittable = np.flatnonzero((hi - lo > 1).any(axis=1))
-        biased = np.maximum(_box_sums(table, lo[splittable], hi[splittable]) - depth * bias, threshold - bias)
+        counts = Boxes(x.shape, lo[splittable], hi[splittable] - 1).matvec(x.ravel()) if splittable.size else np.zeros(0)
+        biased = np.maximum(counts - depth * bias, threshold - bias)
         grow = np.zeros(lo.shape[0], dtype=bool)
         grow[splittable[_split(biased, scale, threshold, gen)]] = True
         leaves_lo.append(lo[~grow])
@@ -90,16 +68,9 @@ def privtree_leaves(x: np.ndarray, epsilon: float, gen, threshold: float = 0.0) 
 
 
 def box_labels(shape, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Label (row of ``lo``/``hi``) of every cell, flat, for disjoint boxes covering the grid:
-    each box adds its label at its corners with alternating signs, and cumulative sums along
-    every axis leave each cell with its own box's label (exact integer arithmetic)."""
-    marks = np.zeros(tuple(s + 1 for s in shape), dtype=np.int64)
-    labels = np.arange(lo.shape[0], dtype=np.int64)
-    for index, upper in _corners(lo, hi):
-        np.add.at(marks, index, (-1) ** upper * labels)
-    for axis in range(len(shape)):
-        np.cumsum(marks, axis=axis, out=marks)
-    return marks[tuple(slice(0, s) for s in shape)].ravel()
+    """Label (row of ``lo``/``hi``) of every cell, flat, for disjoint boxes [lo, hi) covering the
+    grid: each cell is covered once, so painting box r with weight r leaves r on its cells."""
+    return np.rint(coverage(tuple(shape), lo, hi - 1, np.arange(lo.shape[0], dtype=np.float64))).astype(np.int64)
 
 
 class PrivTree(Mechanism):
