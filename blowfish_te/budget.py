@@ -14,9 +14,19 @@ Composition theorems (He, Machanavajjhala, Ding, SIGMOD 2014, §4.1), for a poli
   concerns one individual) — it is McSherry's (SIGMOD 2009) parallel composition for unbounded DP.
 - With other public **constraints** (known count queries or marginals) parallel composition fails
   in general (§4.1: with the numbers of men and women known, two records that swap gender in two
-  different subsets are neighbours touching both). Thm 4.3 restores it only when the constraints
-  split into groups that each affect one subset, which this module cannot verify: an accountant
-  declared with ``constraints=True`` refuses parallel groups.
+  different subsets are neighbours touching both). Thm 4.3 restores it when the constraints split
+  into groups that each affect one subset. An accountant given the constraints
+  (:class:`~blowfish_te.constraints.Constraints`, each query with the record ids it counts as its
+  ``scope``) checks this when a group is formed, before anything is released: a query that some
+  policy edge changes (it has critical secret pairs) must count records of one part only — its
+  scope inside that part — or of no part. A query counting every record is critical under every
+  policy that can move a record into or out of it, and then blocks the group; the known total n
+  is critical only under policies with ⊥, so Thm 4.2 is the case without ⊥. (Requiring the scope
+  to lie inside the part, not merely to meet no other part, closes a gap in Thm 4.3: records
+  outside every part in the scopes of two queries can chain moves in two parts into one
+  neighbour.) Releases charged by such an accountant are calibrated to the constraints
+  (:func:`blowfish_te.answer` with ``constraints``). ``constraints=True`` declares constraints
+  without giving them: parallel groups are then refused.
 
 An accountant is bound to one policy G, and the guarantee it states is (spent, G)-Blowfish: both
 theorems compose releases under the same policy. :meth:`~BudgetAccountant.answer` always releases
@@ -42,7 +52,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import check_epsilon, check_histogram
-from .errors import BudgetExceededError
+from .constraints import MOVES, Constraints, critical_queries
+from .constraints.inference import prepare
+from .errors import BudgetExceededError, ConstraintError
 from .noise import RNGLike, check_rng
 from .policies import Policy, check_policy
 from .release import Release, answer, plan
@@ -75,8 +87,11 @@ class BudgetAccountant:
     ----------
     total_epsilon : the budget; every release's ε is charged against it.
     policy : the policy G of every release; the accountant guarantees (spent, G)-Blowfish privacy.
-    constraints : True when constraints other than the record count are publicly known about the
-        data (known count queries or marginals, seed §3.2); then parallel groups are refused.
+    constraints : the publicly known count constraints (a :class:`~blowfish_te.constraints.Constraints`):
+        every release is calibrated to them and parallel groups are checked against He et al.
+        Thm 4.3; or True when constraints are known but not given (parallel groups are refused).
+    moves : how neighbours under the constraints move records, ``"any"`` or ``"edges"`` (see
+        :mod:`blowfish_te.constraints.graph`).
 
     Example::
 
@@ -88,12 +103,20 @@ class BudgetAccountant:
         acct.remaining                                            # 0.1
     """
 
-    def __init__(self, total_epsilon: float, policy: Policy, *, constraints: bool = False):
+    def __init__(self, total_epsilon: float, policy: Policy, *, constraints: bool | Constraints = False, moves: str = "any"):
         self.total = check_epsilon(total_epsilon, "total_epsilon")
         self.policy = check_policy(policy)
-        if not isinstance(constraints, (bool, np.bool_)):
-            raise TypeError(f"constraints must be True or False, got {constraints!r}")
-        self.constraints = bool(constraints)
+        if isinstance(constraints, Constraints):
+            if constraints.shape != self.policy.shape:
+                raise ValueError(f"constraints are over {constraints.shape} but the policy over {self.policy.shape}")
+        elif isinstance(constraints, (bool, np.bool_)):
+            constraints = bool(constraints)
+        else:
+            raise TypeError(f"constraints must be a Constraints object, True or False, got {constraints!r}")
+        if moves not in MOVES:
+            raise ValueError(f"moves must be one of {MOVES}, got {moves!r}")
+        self.constraints = constraints
+        self.moves = moves
         self._sequential: list[float] = []
         self._groups: list[ParallelGroup] = []
         self._history: list[Spend] = []
@@ -153,10 +176,23 @@ class BudgetAccountant:
 
         All arguments are validated (the release's plan, x, rng) before the charge; an
         over-spending request raises :class:`BudgetExceededError` before any noise is drawn.
+        With constraints the release is calibrated to them.
         """
-        _, gen = _validated(self.policy, workload, x, epsilon, mechanism, rng, route, tree)
+        release = self._prepared(workload, x, epsilon, mechanism, rng, route, tree, None)
         self.spend(epsilon, label)
-        return answer(workload, x, self.policy, epsilon, mechanism, gen, route, tree)
+        return release()
+
+    def _prepared(self, workload, x, epsilon, mechanism, rng, route, tree, records):
+        """Validate a release completely (plan or constrained sensitivity, histogram, rng) and
+        return the call that draws it."""
+        if isinstance(self.constraints, Constraints):
+            if route != "auto" or tree is not None:
+                raise ValueError("a release under constraints measures the strategy on x itself: leave route='auto' and tree=None")
+            prepared = prepare(workload, x, self.policy, epsilon, self.constraints, mechanism, self.moves, records=records)
+            gen = check_rng(rng)
+            return lambda: prepared.execute(gen)
+        _, gen = _validated(self.policy, workload, x, epsilon, mechanism, rng, route, tree)
+        return lambda: answer(workload, x, self.policy, epsilon, mechanism, gen, route, tree)
 
     def parallel(self, parts, label: str | None = None) -> ParallelGroup:
         """A group of releases on disjoint sets of records (He et al. Thm 4.2), charged the largest
@@ -164,10 +200,16 @@ class BudgetAccountant:
 
         ``parts`` maps part names to collections of record ids (or is a sequence of them, named
         0, 1, ...): the individuals of each set, fixed before looking at the data. Overlapping
-        sets are refused, and so is the group when ``constraints=True`` (Thm 4.2 needs nothing
-        but n to be known; see the module docstring).
+        sets are refused, and so is the group when a known constraint affects two parts (He et al.
+        Thm 4.3, see the module docstring) or when ``constraints=True`` hides which.
         """
         label = _check_label(label)
+        if isinstance(self.constraints, Constraints):
+            parts = _disjoint_parts(parts)
+            _check_parallel(self.constraints, self.policy, parts)
+            group = ParallelGroup(self, parts, label)
+            self._groups.append(group)
+            return group
         if self.constraints:
             raise ValueError(
                 "parallel composition is refused: this accountant was declared with constraints=True, and with "
@@ -238,7 +280,7 @@ class ParallelGroup:
         """
         part = self._part(part)
         policy = self.accountant.policy
-        counts, gen = _validated(policy, workload, x, epsilon, mechanism, rng, route, tree)
+        counts = check_histogram(x, policy.shape)
         records, ids = int(counts.sum()), len(self.parts[part])
         if records > ids or (records < ids and not policy.touches_bottom):
             rule = "at most" if policy.touches_bottom else "exactly"
@@ -246,8 +288,30 @@ class ParallelGroup:
                 f"x holds {records} records but part {part!r} has {ids} record ids: a release on D ∩ S must see "
                 f"{rule} one record per id of S (pass the histogram of that part's records only)"
             )
+        release = self.accountant._prepared(workload, x, epsilon, mechanism, rng, route, tree, self.parts[part])
         self.spend(part, epsilon, label)
-        return answer(workload, x, policy, epsilon, mechanism, gen, route, tree)
+        return release()
+
+
+def _check_parallel(constraints: Constraints, policy: Policy, parts: dict[object, frozenset]) -> None:
+    """Refuse parts that a critical constraint ties together (He et al. Thm 4.3, as tightened in
+    the module docstring): every query some policy edge changes must count records of one part
+    only, or of none."""
+    everyone = frozenset().union(*parts.values())
+    for j in np.flatnonzero(critical_queries(constraints, policy)):
+        scope = constraints.scopes[j]
+        name = constraints.names[j]
+        hit = [p for p, ids in parts.items() if scope is None or scope & ids]
+        outside = scope is None or bool(scope - everyone)
+        if len(hit) > 1 or (hit and outside):
+            where = (f"parts {hit[0]!r} and {hit[1]!r}" if len(hit) > 1 else
+                     f"part {hit[0]!r} and records outside every part")
+            raise ConstraintError(
+                f"parallel composition is refused: the public constraint {name!r} counts records of {where}, and a "
+                f"move along an edge of {policy.name} changes it, so one neighbour can differ in both (He et al. "
+                "Thm 4.3 needs every such constraint to count records of one part only). Nothing was released; "
+                "charge the releases sequentially, or give the constraint a scope inside one part"
+            )
 
 
 def _validated(policy: Policy, workload, x, epsilon, mechanism, rng, route, tree):

@@ -4,7 +4,7 @@ standard exception keeps working."""
 
 from __future__ import annotations
 
-__all__ = ["BlowfishError", "BudgetExceededError", "ContractError", "CyclicPolicyError", "SpecError", "SuiteError"]
+__all__ = ["BlowfishError", "BudgetExceededError", "ConstraintError", "ContractError", "CyclicPolicyError", "SpecError", "SuiteError"]
 
 
 class BlowfishError(Exception):
@@ -30,3 +30,9 @@ class ContractError(BlowfishError, ValueError):
 
 class SuiteError(SpecError):
     """A suite file that cannot be run, with the key that is wrong and what is allowed."""
+
+
+class ConstraintError(BlowfishError, ValueError):
+    """Public count constraints that cannot be used as given: not sparse for the policy, too large
+    for the exact search of their policy graph, not satisfied by the data, or in the way of a
+    parallel composition."""

@@ -302,6 +302,9 @@ class Release:
     mechanisms, else None; ``sensitivity`` the L1 sensitivity Δ of the measured strategy (on x_T
     for the transform route, under the policy for the exact route) and ``noise_scale`` the Laplace
     scale actually drawn: Δ·stretch/ε, resp. Δ/ε (None for mechanisms that do not report them).
+    A release under public constraints (route ``"constrained"``) holds the constraints' answers
+    in ``public_counts``, ``answers`` after constrained inference, ``unconstrained_answers`` before
+    it, and ``expected_mse`` of the unconstrained estimate (the constrained one has no closed form).
     ``sampler`` names the noise samplers that produced it ("; "-separated); ``secure`` is True
     only for ``rng=None`` (or a SecureRandom) when every draw went through a hardened sampler
     (exact discrete or lattice Laplace, :mod:`blowfish_te.secure`), and always False with a numpy
@@ -323,6 +326,8 @@ class Release:
     sensitivity: float | None
     noise_scale: float | None
     choice: str = field(repr=False)
+    public_counts: dict[str, int] | None = None
+    unconstrained_answers: np.ndarray | None = field(repr=False, default=None)
 
     def to_dict(self) -> dict:
         """The release as plain JSON types: answers as a list, the policy by name, the disclosed
@@ -333,6 +338,8 @@ class Release:
             "workload": self.workload, "component_totals": {str(k): int(v) for k, v in self.component_totals.items()},
             "sampler": self.sampler, "secure": self.secure, "expected_mse": self.expected_mse,
             "sensitivity": self.sensitivity, "noise_scale": self.noise_scale, "choice": self.choice,
+            "public_counts": self.public_counts,
+            "unconstrained_answers": None if self.unconstrained_answers is None else self.unconstrained_answers.tolist(),
         }
 
 
@@ -366,6 +373,9 @@ def answer(
     rng: RNGLike = None,
     route: str = "auto",
     tree=None,
+    *,
+    constraints=None,
+    moves: str = "any",
 ) -> Release:
     """Answer ``workload`` on histogram ``x`` with (ε, policy)-Blowfish privacy.
 
@@ -386,10 +396,22 @@ def answer(
     route : ``"auto"``, ``"transform"`` or ``"exact"`` (see the module docstring)
     tree : a forest Policy or a tree name of ``trees.TREES`` (``"stars"``, ``"bfs"``, ``"hub"``, ...); forces the
         transform route through that tree, at ε / stretch.
+    constraints : public count constraints (:class:`blowfish_te.constraints.Constraints`), known to
+        the adversary. The linear mechanism's strategy is measured with Laplace noise at its
+        sensitivity under the constraints, then the estimate is fitted to the public counts
+        (non-negative least squares, :mod:`blowfish_te.constraints.inference`); route ``"auto"``, no tree.
+    moves : how neighbours under constraints may move records: ``"any"`` (He et al. Def. 4.1 as
+        written) or ``"edges"`` (along policy edges only); see :mod:`blowfish_te.constraints.graph`.
 
     Privacy: transform route — the mechanism is (ε/ℓ)-DP for unit changes of x_T, hence (ε/ℓ, T)-
     and (ε, G)-Blowfish (see above); exact route — Laplace noise calibrated to Δ_G(A) from the
     policy's edges. The route is chosen without looking at x.
     """
+    if constraints is not None:
+        if route != "auto" or tree is not None:
+            raise ValueError("a release under constraints measures the strategy on x itself: leave route='auto' and tree=None")
+        from .constraints.inference import release_constrained
+
+        return release_constrained(workload, x, policy, epsilon, constraints, mechanism, rng, moves)
     the_plan = plan(workload, policy, epsilon, mechanism, route, tree)
     return the_plan._release(check_histogram(x, policy.shape), rng)

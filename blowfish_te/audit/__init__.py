@@ -19,7 +19,7 @@ up to 2²⁰ on the moved cells, so that behaviour above a count threshold is ex
 """
 
 from .contract import check_mechanism
-from .core import AuditReport, Batched, Event, PairResult, audit, clopper_pearson
+from .core import AuditReport, Batched, Event, HistogramAudit, PairResult, audit, audit_histograms, clopper_pearson
 from .pairs import KINDS, NeighbourPair, default_histogram, make_pair, neighbour_pairs
 from .sweep import (
     SWEEP_CONFIGS,
@@ -35,6 +35,7 @@ __all__ = [
     "AuditReport",
     "Batched",
     "Event",
+    "HistogramAudit",
     "KINDS",
     "NeighbourPair",
     "PairResult",
@@ -42,6 +43,7 @@ __all__ = [
     "SweepConfig",
     "SweepRow",
     "audit",
+    "audit_histograms",
     "check_mechanism",
     "clopper_pearson",
     "default_histogram",
