@@ -8,7 +8,7 @@ Quick start::
     release.answers, release.expected_mse
 """
 
-from . import budget, composites, errors, mechanisms, policies, trees, workloads
+from . import budget, composites, constraints, errors, kmeans, mechanisms, policies, trees, workloads
 from .budget import BudgetAccountant
 from .errors import BlowfishError, BudgetExceededError, CyclicPolicyError, SpecError
 from .mechanisms import LinearMechanism, Mechanism
@@ -38,7 +38,9 @@ __all__ = [
     "answer",
     "budget",
     "composites",
+    "constraints",
     "errors",
+    "kmeans",
     "mechanisms",
     "plan",
     "policies",
