@@ -93,10 +93,11 @@ class Event:
 
 
 @dataclass(frozen=True)
-class PairResult:
-    """The audit of one pair: the claimed bound ε·d_G (or ε), the lower bound and its event."""
+class HistogramAudit:
+    """The audit of one pair of histograms: the claimed bound, the lower bound on the privacy loss
+    and its event. :func:`audit_histograms` returns it for pairs the generators do not cover (e.g.
+    neighbours under public constraints, which move several records)."""
 
-    pair: NeighbourPair = field(repr=False)
     claimed: float
     epsilon_lower: float
     event: Event
@@ -106,6 +107,13 @@ class PairResult:
     @property
     def passed(self) -> bool:
         return self.epsilon_lower <= self.claimed
+
+
+@dataclass(frozen=True)
+class PairResult(HistogramAudit):
+    """The audit of one generated pair: the claimed bound ε·d_G (or ε), the lower bound and its event."""
+
+    pair: NeighbourPair = field(repr=False, default=None)
 
     @property
     def ratio(self) -> float:
@@ -255,6 +263,15 @@ def _statistics(sx: np.ndarray, sy: np.ndarray, true_diff: np.ndarray) -> list[t
     return stats
 
 
+def _detect(event: Event, det_x: np.ndarray, det_y: np.ndarray, log_lower: np.ndarray, log_upper: np.ndarray):
+    """The detection step: (ε_lower, event, P[event | numerator side], P[event | other side]) from
+    the counts of ``event`` on the fresh samples."""
+    n = det_x.shape[0]
+    cx, cy = int(event.occurs(det_x).sum()), int(event.occurs(det_y).sum())
+    num, den = (cx, cy) if event.numerator == "x" else (cy, cx)
+    return max(float(log_lower[num] - log_upper[den]), 0.0), event, num / n, den / n
+
+
 def _select_event(sx: np.ndarray, sy: np.ndarray, true_diff: np.ndarray, log_lower: np.ndarray, log_upper: np.ndarray) -> Event:
     """The threshold event with the largest selection-sample Clopper–Pearson log-ratio bound
     (``log_lower``, ``log_upper`` from :func:`_log_bounds`); ties (e.g. no evidence at all) go to
@@ -360,11 +377,8 @@ def audit(
         (sel_x, det_x), (sel_y, det_y) = samples[pair.x.tobytes()], samples[pair.y.tobytes()]
         true_diff = np.asarray(workload.matvec((pair.x - pair.y).astype(np.float64)), dtype=np.float64)
         event = _select_event(sel_x, sel_y, true_diff, *selection_bounds)
-        cx, cy = int(event.occurs(det_x).sum()), int(event.occurs(det_y).sum())
-        num, den = (cx, cy) if event.numerator == "x" else (cy, cx)
-        bound = max(float(log_lower[num] - log_upper[den]), 0.0)
         claimed = epsilon * pair.distance if scale_by_distance else epsilon
-        results.append(PairResult(pair, claimed, bound, event, num / n_detect, den / n_detect))
+        results.append(PairResult(claimed, *_detect(event, det_x, det_y, log_lower, log_upper), pair=pair))
     return AuditReport(
         mechanism=runner.name,
         route=runner.route,
@@ -378,22 +392,6 @@ def audit(
         results=tuple(results),
         seconds=time.perf_counter() - start,
     )
-
-
-@dataclass(frozen=True)
-class HistogramAudit:
-    """The audit of one pair of histograms that are neighbours under a claim the pair generators
-    do not cover (e.g. under public constraints, where neighbours move several records)."""
-
-    claimed: float
-    epsilon_lower: float
-    event: Event
-    p_numerator: float
-    p_denominator: float
-
-    @property
-    def passed(self) -> bool:
-        return self.epsilon_lower <= self.claimed
 
 
 def audit_histograms(
@@ -415,8 +413,4 @@ def audit_histograms(
     alpha = (1 - confidence) / 2
     mean_gap = sel_x.mean(axis=0) - sel_y.mean(axis=0)
     event = _select_event(sel_x, sel_y, mean_gap, *_log_bounds(n_select, alpha))
-    log_lower, log_upper = _log_bounds(n_detect, alpha)
-    cx, cy = int(event.occurs(det_x).sum()), int(event.occurs(det_y).sum())
-    num, den = (cx, cy) if event.numerator == "x" else (cy, cx)
-    bound = max(float(log_lower[num] - log_upper[den]), 0.0)
-    return HistogramAudit(epsilon, bound, event, num / n_detect, den / n_detect)
+    return HistogramAudit(epsilon, *_detect(event, det_x, det_y, *_log_bounds(n_detect, alpha)))

@@ -36,7 +36,8 @@ from scipy.sparse import csgraph
 
 from .._validation import check_int
 from ..errors import ConstraintError
-from ..policies import CliqueEdges, OffsetEdges, Policy
+from ..policies import CliqueEdges, OffsetEdges, Policy, complete
+from ..sensitivity import sensitivity
 from ..workloads import Workload
 from .queries import Constraints
 
@@ -453,9 +454,6 @@ def histogram_sensitivity(
 def move_sensitivity(strategy: Workload, policy: Policy, moves: str) -> float:
     """max over single moves of ‖A(e_y − e_x)‖₁: the policy's edges (Δ_G(A)), or every pair of
     values (bounded DP's Δ, and ‖A e_x‖₁ too when the policy has ⊥)."""
-    from ..policies import complete
-    from ..sensitivity import sensitivity
-
     if moves == "edges":
         return float(sensitivity(strategy, policy))
     delta = float(sensitivity(strategy, complete(policy.shape))) if policy.size > 1 else 0.0
