@@ -263,6 +263,14 @@ def _statistics(sx: np.ndarray, sy: np.ndarray, true_diff: np.ndarray) -> list[t
     return stats
 
 
+def _check_runs(epsilon, n_select, n_detect, confidence) -> tuple[float, int, int]:
+    """Validate the claim's ε, the run counts and the confidence shared by every audit."""
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
+        raise ValueError(f"confidence must be a number strictly between 0 and 1, got {confidence!r}")
+    return (check_epsilon(epsilon), check_int(n_select, "n_select", minimum=1),
+            check_int(n_detect, "n_detect", minimum=1))
+
+
 def _detect(event: Event, det_x: np.ndarray, det_y: np.ndarray, log_lower: np.ndarray, log_upper: np.ndarray):
     """The detection step: (ε_lower, event, P[event | numerator side], P[event | other side]) from
     the counts of ``event`` on the fresh samples."""
@@ -338,11 +346,7 @@ def audit(
 
     Every distinct histogram is sampled once and shared by the pairs that contain it.
     """
-    epsilon = check_epsilon(epsilon)
-    n_select = check_int(n_select, "n_select", minimum=1)
-    n_detect = check_int(n_detect, "n_detect", minimum=1)
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-        raise ValueError(f"confidence must be a number strictly between 0 and 1, got {confidence!r}")
+    epsilon, n_select, n_detect = _check_runs(epsilon, n_select, n_detect, confidence)
     workload = as_workload(workload)
     check_compatible(workload, policy)
     gen = check_rng(rng)
@@ -401,13 +405,11 @@ def audit_histograms(
     """Audit the claim P[M(x) ∈ S] <= e^ε P[M(y) ∈ S] for one pair of histograms the caller
     asserts are neighbours, with the event selection and Clopper–Pearson bounds of :func:`audit`.
     ``sample(h, n, rng)`` returns n independent releases on h as an (n, m) array."""
-    epsilon = check_epsilon(epsilon)
-    n_select = check_int(n_select, "n_select", minimum=1)
-    n_detect = check_int(n_detect, "n_detect", minimum=1)
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-        raise ValueError(f"confidence must be a number strictly between 0 and 1, got {confidence!r}")
+    epsilon, n_select, n_detect = _check_runs(epsilon, n_select, n_detect, confidence)
     gen = check_rng(rng)
     x, y = np.asarray(x), np.asarray(y)
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must be histograms of the same shape, got {x.shape} and {y.shape}")
     sel_x, det_x = sample(x, n_select, gen), sample(x, n_detect, gen)
     sel_y, det_y = sample(y, n_select, gen), sample(y, n_detect, gen)
     alpha = (1 - confidence) / 2

@@ -29,7 +29,7 @@ from ..workloads import Workload, as_workload
 from .graph import MAX_SEARCH_STEPS, ConstrainedSensitivity, strategy_sensitivity
 from .queries import Constraints
 
-__all__ = ["ConstrainedLeastSquares", "ConstrainedRelease", "constrained_least_squares", "prepare", "release_constrained"]
+__all__ = ["ConstrainedLeastSquares", "ConstrainedRelease", "prepare", "release_constrained"]
 
 
 class ConstrainedLeastSquares:
@@ -63,11 +63,6 @@ class ConstrainedLeastSquares:
             raise ConstraintError(f"constrained inference failed: the solver returned status {self._problem.status!r}")
         estimate = np.asarray(self._x.value, dtype=np.float64) * scale
         return np.maximum(estimate, 0.0) if self.nonnegative else estimate
-
-
-def constrained_least_squares(strategy, y, constraints: Constraints, counts, nonnegative: bool = True) -> np.ndarray:
-    """One solve of :class:`ConstrainedLeastSquares`."""
-    return ConstrainedLeastSquares(strategy, constraints, nonnegative).solve(y, counts)
 
 
 @dataclass(frozen=True)
