@@ -251,7 +251,8 @@ def bench(suite, data_dir, out_dir, jobs, tiny, fresh, plot):
         try:
             from .evaluation.plots import plot_results
 
-            files = [f for metric in (("mse", "scaled_l2") if spec.scales else ("mse",)) for f in plot_results(out, metric)]
+            metrics = ("objective_ratio",) if spec.workload["kind"] == "kmeans" else ("mse", "scaled_l2") if spec.scales else ("mse",)
+            files = [f for metric in metrics for f in plot_results(out, metric)]
             click.echo(f"figures: {len(files)} files in {out}")
         except ImportError as err:
             click.echo(f"no figures: {err}", err=True)
@@ -259,7 +260,8 @@ def bench(suite, data_dir, out_dir, jobs, tiny, fresh, plot):
 
 @main.command()
 @click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=pathlib.Path))
-@click.option("--metric", type=click.Choice(["mse", "scaled_l2"]), default="mse", show_default=True)
+@click.option("--metric", type=click.Choice(["mse", "scaled_l2", "objective_ratio"]), default="mse", show_default=True,
+              help="What to draw; objective_ratio for kmeans suites.")
 def plot(results, metric):
     """Draw error-vs-ε and error-vs-θ figures (PNG and SVG) for a results folder."""
     try:

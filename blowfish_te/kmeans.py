@@ -29,7 +29,10 @@ from ._validation import check_epsilon, check_histogram, check_int, check_real
 from .noise import RNGLike, check_rng, laplace
 from .policies import CliqueEdges, Policy
 
-__all__ = ["SENSITIVITIES", "KMeansResult", "blowfish_kmeans", "cluster_statistics", "lloyd", "objective", "step_sensitivity"]
+__all__ = [
+    "SENSITIVITIES", "KMeansResult", "blowfish_kmeans", "check_variant", "cluster_statistics", "initial_centres", "lloyd",
+    "objective", "step_sensitivity",
+]
 
 #: How the per-iteration sensitivity is set: from the policy's edges, or as He et al. §6 state it.
 SENSITIVITIES = ("exact", "paper")
@@ -132,9 +135,17 @@ class KMeansResult:
         return self.objectives[-1]
 
 
-def _initial_centres(shape: tuple[int, ...], k: int, gen) -> np.ndarray:
-    """k data-independent starting centres drawn uniformly in the domain's box."""
+def initial_centres(shape: tuple[int, ...], k: int, rng: RNGLike = None) -> np.ndarray:
+    """k data-independent (public) starting centres drawn uniformly in the domain's box, (k, d)."""
+    gen = check_rng(rng)
     return gen.uniform(0, 1, size=(k, len(shape))) * (np.array(shape, dtype=np.float64) - 1)
+
+
+def check_variant(sensitivity: str = "exact", size_share: float = 0.5) -> tuple[str, float]:
+    """Validate the options of :func:`blowfish_kmeans` that choose its variant."""
+    if sensitivity not in SENSITIVITIES:
+        raise ValueError(f"sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
+    return sensitivity, check_real(size_share, "size_share", 0, 1, exclusive=True)
 
 
 def lloyd(x, shape, k: int = 4, iterations: int = 10, rng: RNGLike = None, centres=None) -> KMeansResult:
@@ -142,7 +153,7 @@ def lloyd(x, shape, k: int = 4, iterations: int = 10, rng: RNGLike = None, centr
     shape = tuple(shape)
     x = check_histogram(x, shape).astype(np.float64)
     gen = check_rng(rng)
-    mu = _initial_centres(shape, k, gen) if centres is None else np.array(centres, dtype=np.float64)
+    mu = initial_centres(shape, k, gen) if centres is None else np.array(centres, dtype=np.float64)
     points = _points(shape)
     history = []
     for _ in range(iterations):
@@ -169,8 +180,7 @@ def blowfish_kmeans(
         for comparison)
     centres : starting centres (public); default k uniform draws in the domain's box
     """
-    if sensitivity not in SENSITIVITIES:
-        raise ValueError(f"sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
+    sensitivity, size_share = check_variant(sensitivity, size_share)
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a Policy, got {type(policy).__name__}")
     if policy.ndim > 2:
@@ -178,10 +188,9 @@ def blowfish_kmeans(
     epsilon = check_epsilon(epsilon)
     k = check_int(k, "k", minimum=1)
     iterations = check_int(iterations, "iterations", minimum=1)
-    size_share = check_real(size_share, "size_share", 0, 1, exclusive=True)
     x = check_histogram(x, policy.shape).astype(np.float64)
     gen = check_rng(rng)
-    mu = _initial_centres(policy.shape, k, gen) if centres is None else np.array(centres, dtype=np.float64)
+    mu = initial_centres(policy.shape, k, gen) if centres is None else np.array(centres, dtype=np.float64)
     if mu.shape != (k, policy.ndim):
         raise ValueError(f"centres must have shape ({k}, {policy.ndim}), got {mu.shape}")
     points = _points(policy.shape)

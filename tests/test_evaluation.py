@@ -3,6 +3,7 @@ import json
 import math
 import pathlib
 import re
+import zlib
 
 import numpy as np
 import pytest
@@ -174,6 +175,13 @@ def test_pivot_table_averages_over_the_other_columns():
     ({"workload": {"kind": "cubes"}}, "unknown kind 'cubes'"),
     ({"workload": {"kind": "random_ranges"}}, "queries must be an integer >= 1"),
     ({"workload": {"kind": "prefix", "queries": 5}}, "apply to random workloads only"),
+    ({"workload": {"kind": "prefix", "clusters": 4}}, "apply to kmeans only"),
+    ({"mechanisms": ["kmeans"]}, "kind 'kmeans' only"),
+    ({"workload": {"kind": "kmeans"}}, "named 'kmeans'"),
+    ({"workload": {"kind": "kmeans", "iterations": 0}, "mechanisms": ["kmeans"]}, "iterations must be an integer >= 1"),
+    ({"workload": {"kind": "kmeans"}, "mechanisms": [{"name": "kmeans", "params": {"sensitivity": "2θ"}}]}, "sensitivity must be one of"),
+    ({"workload": {"kind": "kmeans"}, "mechanisms": [{"name": "kmeans", "params": {"k": 3}}]}, "unknown key.*k; allowed"),
+    ({"workload": {"kind": "kmeans"}, "mechanisms": [{"name": "kmeans", "tree": "hub"}]}, "tree does not apply"),
     ({"colour": "red"}, "unknown key.*colour"),
     ({"name": "a b"}, "name must be letters"),
 ])
@@ -205,7 +213,7 @@ def test_suite_files_report_toml_and_lookup_errors(tmp_path):
 
 
 def test_the_published_suites_are_all_here():
-    assert {"he14_fig2_adult", "anuarbek_fig4", "dpbench_1d_prefix", "dpbench_2d_ranges"} <= set(SUITES)
+    assert {"he14_fig1_kmeans", "he14_fig2_adult", "anuarbek_fig4", "dpbench_1d_prefix", "dpbench_2d_ranges"} <= set(SUITES)
 
 
 @pytest.mark.parametrize("name", SUITES)
@@ -216,7 +224,60 @@ def test_every_suite_validates_and_runs_in_its_tiny_configuration(name, tmp_path
     assert len(cells(tiny)) < len(cells(full))
     rows = run_suite(tiny, tmp_path)
     assert rows and all(r["status"] == "ok" for r in rows), {r["status"] for r in rows}
-    assert all(np.isfinite(r["mse"]) and r["mse"] > 0 for r in rows)
+    measure = "objective_ratio" if tiny.workload["kind"] == "kmeans" else "mse"
+    assert all(np.isfinite(r[measure]) and r[measure] > 0 for r in rows)
+
+
+def _kmeans_suite(**changes):
+    raw = {
+        "name": "toy_kmeans", "description": "k-means variants", "master_seed": 5, "trials": 3,
+        "epsilons": [0.5, 2.0], "policies": ["complete", "grid:2"],
+        "data": {"datasets": ["skin-like"], "domain": [16, 16]},
+        "workload": {"kind": "kmeans", "clusters": 3, "iterations": 4},
+        "mechanisms": [{"name": "kmeans", "label": "DP", "policies": ["complete"]},
+                       {"name": "kmeans", "label": "paper", "params": {"sensitivity": "paper"}, "policies": ["grid:2"]},
+                       {"name": "kmeans", "label": "ours", "params": {"size_share": 0.3}, "policies": ["grid:2"]}],
+        **changes,
+    }
+    return parse_suite(raw)
+
+
+def test_kmeans_rows_are_the_library_call_from_the_public_start(tmp_path):
+    from blowfish_te import kmeans, policies
+
+    suite = _kmeans_suite()
+    rows = run_suite(suite, tmp_path)
+    assert len(rows) == 2 * 3 + 2 * 2 * 3 and all(r["status"] == "ok" for r in rows)
+    x = datasets.coarsen(datasets.load("skin-like"), (16, 16))
+    for row in rows:
+        variant = suite.mechanisms[[m.label for m in suite.mechanisms].index(row["mechanism"])]
+        spec = row["policy"]
+        policy = policies.complete((16, 16)) if spec == "complete" else policies.grid((16, 16), 2)
+        cell = next(c for c in cells(suite) if c.key(suite) == row["key"])
+        gen = np.random.default_rng(np.random.SeedSequence([5, zlib.crc32(cell.run_key().encode())]))
+        start = kmeans.initial_centres((16, 16), 3, gen)
+        private = kmeans.blowfish_kmeans(x, policy, row["epsilon"], 3, 4, gen, centres=start, **variant.params)
+        base = kmeans.lloyd(x, (16, 16), 3, 4, centres=start)
+        assert row["objective"] == pytest.approx(private.objective, rel=1e-12)
+        assert row["objective_ratio"] == pytest.approx(private.objective / base.objective, rel=1e-12)
+        assert row["mse"] is None and row["workload"] == "kmeans k=3 T=4"
+    # the variants of one trial start from the same centres: at a huge ε every one is Lloyd itself
+    huge = run_suite(_kmeans_suite(epsilons=[1e9]), tmp_path / "huge")
+    assert all(r["objective_ratio"] == pytest.approx(1.0, rel=1e-6) for r in huge)
+    summary = summarize(rows)
+    assert all(s["mse"] is None and s["objective_ratio"] > 0 and s["n"] == 3 for s in summary)
+    assert "objective_ratio" in (tmp_path / "summary.md").read_text().splitlines()[0]
+
+
+def test_kmeans_results_plot_their_objective_ratio_and_refuse_an_error_metric(tmp_path):
+    pytest.importorskip("matplotlib")
+    from blowfish_te.evaluation.plots import plot_results
+
+    run_suite(_kmeans_suite(trials=2), tmp_path)
+    names = {p.name for p in plot_results(tmp_path, "objective_ratio")}
+    assert "skin-like_objective_ratio_vs_epsilon.png" in names
+    with pytest.raises(ValueError, match="hold no 'mse' values"):
+        plot_results(tmp_path, "mse")
 
 
 def test_dpbench_sampling_and_coarsening():

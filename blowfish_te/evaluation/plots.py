@@ -7,7 +7,7 @@ from __future__ import annotations
 import pathlib
 
 from .runner import read_rows
-from .summary import summarize
+from .summary import MEASURES, summarize
 
 __all__ = ["plot_results"]
 
@@ -60,16 +60,18 @@ def plot_results(out_dir, metric: str = "mse") -> list[pathlib.Path]:
     the 95% confidence intervals (a bar reaching the bottom of a log axis means the interval
     holds values ≤ 0).
     """
-    if metric not in ("mse", "scaled_l2"):
-        raise ValueError(f"metric must be 'mse' or 'scaled_l2', got {metric!r}")
+    if metric not in MEASURES:
+        raise ValueError(f"metric must be one of {MEASURES}, got {metric!r}")
     out = pathlib.Path(out_dir)
     results = out / "results.csv"
     if not results.is_file():
         raise ValueError(f"no results.csv in {str(out)!r}: run the suite first")
-    summary = [r for r in summarize(read_rows(results)) if r["n"] > 0]
+    summary = [r for r in summarize(read_rows(results)) if r["n"] > 0 and r[metric] is not None]
+    if not summary:
+        raise ValueError(f"the results in {str(out)!r} hold no {metric!r} values")
     plt, ticker = _pyplot()
     written: list[pathlib.Path] = []
-    ylabel = "per-query MSE" if metric == "mse" else "scaled L2 error"
+    ylabel = {"mse": "per-query MSE", "scaled_l2": "scaled L2 error", "objective_ratio": "objective / non-private"}[metric]
     for dataset in dict.fromkeys(r["dataset"] for r in summary):
         rows = [r for r in summary if r["dataset"] == dataset]
         epsilons = sorted({r["epsilon"] for r in rows})

@@ -12,6 +12,10 @@ is their real difference, not the spread of rare partitions between two independ
 Rows are appended to ``results.csv`` as cells finish; a rerun skips the cells already there (the
 suite's fingerprint must match). A cell whose mechanism refuses its policy (say, a native mechanism
 under unbounded DP) is recorded with ``status = "error: ..."`` and left out of the summary.
+
+A ``kmeans`` suite measures ``objective`` (He et al. Eq. 10 after the last iteration) and
+``objective_ratio``, its ratio to non-private Lloyd iterations from the same public starting
+centres, drawn from the run's seed: every variant of a trial starts from the same centres.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import datasets
+from .. import kmeans as km
 from .. import policies as pol
 from .. import workloads as wl
 from ..metrics import per_query_mse, scaled_l2_error
@@ -41,7 +46,7 @@ __all__ = ["Cell", "COLUMNS", "cells", "run_suite", "read_rows"]
 COLUMNS = [
     "key", "suite", "dataset", "domain", "scale", "data_seed", "policy", "theta", "workload", "queries",
     "mechanism", "epsilon", "epsilon_used", "trial", "seed", "mse", "scaled_l2", "expected_mse", "route",
-    "tree", "stretch", "runtime_s", "status",
+    "tree", "stretch", "objective", "objective_ratio", "runtime_s", "status",
 ]
 
 
@@ -113,15 +118,38 @@ class _Context:
                 label = (cell.dataset + cell.tag, cell.scale, cell.data_seed)
                 gen = np.random.default_rng(_seed(self.suite.master_seed, "data|" + "|".join(map(str, label))))
                 x = datasets.dpbench_sample(raw, cell.scale, domain, rng=gen)
-            w = self.workload(x.shape)
-            self.data = {key: (x, w @ x.ravel())}  # one sample at a time: cells come grouped by it
+            truth = None if self.kmeans else self.workload(x.shape) @ x.ravel()
+            self.data = {key: (x, truth)}  # one sample at a time: cells come grouped by it
         return self.data[key]
+
+    @property
+    def kmeans(self) -> bool:
+        return self.suite.workload["kind"] == "kmeans"
 
     def workload(self, shape):
         key = ("workload", shape)
         if key not in self.objects:
             self.objects[key] = wl.from_spec(self.suite.workload, shape)
         return self.objects[key]
+
+    def baseline(self, x: np.ndarray, centres: np.ndarray) -> float:
+        """The objective of non-private Lloyd iterations from ``centres`` (cached per start)."""
+        key = ("lloyd", x.shape, centres.tobytes())
+        if key not in self.objects:
+            work = self.suite.workload
+            self.objects[key] = km.lloyd(x, x.shape, work["clusters"], work["iterations"], centres=centres).objective
+        return self.objects[key]
+
+    def _kmeans(self, row: dict, x: np.ndarray, policy, spec, seed) -> None:
+        work = self.suite.workload
+        gen = np.random.default_rng(seed)
+        centres = km.initial_centres(x.shape, work["clusters"], gen)
+        start = time.perf_counter()
+        result = km.blowfish_kmeans(x, policy, row["epsilon_used"], work["clusters"], work["iterations"], gen,
+                                    centres=centres, **spec.params)
+        row["runtime_s"] = time.perf_counter() - start
+        base = self.baseline(x, centres)
+        row.update(objective=result.objective, objective_ratio=result.objective / base if base > 0 else None)
 
     def policy(self, spec: str, shape):
         key = ("policy", spec, shape)
@@ -133,17 +161,26 @@ class _Context:
         suite, spec = self.suite, self.suite.mechanisms[cell.mechanism]
         key = cell.key(suite)
         x, truth = self.histogram(cell)
-        workload, policy = self.workload(x.shape), self.policy(cell.policy, x.shape)
+        policy = self.policy(cell.policy, x.shape)
         scale = cell.scale if cell.scale is not None else int(x.sum())
         seed = _seed(suite.master_seed, cell.run_key())
-        row = {
-            "key": key, "suite": suite.name, "dataset": cell.dataset, "domain": "x".join(map(str, x.shape)),
-            "scale": scale, "data_seed": cell.data_seed, "policy": cell.policy, "theta": policy_theta(cell.policy, x.shape),
-            "workload": workload.name, "queries": workload.num_queries, "mechanism": spec.label, "epsilon": cell.epsilon,
-            "epsilon_used": cell.epsilon * spec.epsilon_factor, "trial": cell.trial, "seed": int(seed.generate_state(1)[0]),
-            "mse": None, "scaled_l2": None, "expected_mse": None, "route": None, "tree": None, "stretch": None,
-            "runtime_s": None, "status": "ok",
-        }
+        row = dict.fromkeys(COLUMNS)
+        row.update(
+            key=key, suite=suite.name, dataset=cell.dataset, domain="x".join(map(str, x.shape)), scale=scale,
+            data_seed=cell.data_seed, policy=cell.policy, theta=policy_theta(cell.policy, x.shape),
+            mechanism=spec.label, epsilon=cell.epsilon, epsilon_used=cell.epsilon * spec.epsilon_factor,
+            trial=cell.trial, seed=int(seed.generate_state(1)[0]), status="ok",
+        )
+        if self.kmeans:
+            work = suite.workload
+            row.update(workload=f"kmeans k={work['clusters']} T={work['iterations']}", queries=work["clusters"])
+            try:
+                self._kmeans(row, x, policy, spec, seed)
+            except (ValueError, TypeError) as err:
+                row["status"] = f"error: {type(err).__name__}: {err}".replace("\n", " ")
+            return row
+        workload = self.workload(x.shape)
+        row.update(workload=workload.name, queries=workload.num_queries)
         start = time.perf_counter()
         try:
             tree = None if policy.is_forest else spec.tree
@@ -181,12 +218,13 @@ def _run_chunk(chunk: list[Cell]) -> list[dict]:
 def read_rows(path) -> list[dict]:
     """Rows of a ``results.csv``, with numbers parsed back (empty fields become None)."""
     numeric = {"scale", "data_seed", "theta", "queries", "epsilon", "epsilon_used", "trial", "seed", "mse",
-               "scaled_l2", "expected_mse", "stretch", "runtime_s"}
+               "scaled_l2", "expected_mse", "stretch", "objective", "objective_ratio", "runtime_s"}
     rows = []
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
             for k in numeric:
-                row[k] = None if row[k] == "" else float(row[k])
+                value = row.get(k)  # tables written before a column existed lack it
+                row[k] = None if value in (None, "") else float(value)
             rows.append(row)
     return rows
 

@@ -18,9 +18,11 @@ A suite names datasets, policies, one workload, mechanisms, ε values and trials
     data_seeds = 5                    # optional, with scales only: samples per scale
 
     [workload]
-    kind = "identity"                 # identity | prefix | all_ranges | random_ranges | random_rects
+    kind = "identity"                 # identity | prefix | all_ranges | random_ranges | random_rects | kmeans
     queries = 2000                    # random kinds only
     seed = 0                          # random kinds only: the fixed workload seed
+    clusters = 4                      # kmeans only: k (default 4)
+    iterations = 10                   # kmeans only: Lloyd iterations (default 10)
 
     [[mechanisms]]
     name = "dawa"                     # a name of blowfish_te.mechanisms.MECHANISMS
@@ -30,6 +32,11 @@ A suite names datasets, policies, one workload, mechanisms, ε values and trials
     epsilon_factor = 0.5              # optional: run at this fraction of each ε
     tree = "hub"                      # optional: spanning tree for cyclic policies (data-dependent
                                       # mechanisms need one), a name from trees.candidates
+
+    A ``kmeans`` suite runs :func:`blowfish_te.kmeans.blowfish_kmeans` instead of answering a
+    workload: its mechanisms are all named ``"kmeans"``, with ``params`` among ``sensitivity`` and
+    ``size_share``, and a row measures the objective over that of non-private Lloyd iterations
+    from the same public starting centres.
 
     [tiny]                            # optional overrides for a seconds-long CI run
     datasets = ["synthetic-1d"]       # any of: datasets domain scales data_seeds trials
@@ -47,12 +54,13 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
+from .. import kmeans as km
 from .. import policies as pol
 from .. import workloads as wl
 from ..errors import SpecError, SuiteError
 from ..mechanisms import Mechanism, mechanism_class
 
-__all__ = ["SUITES_DIR", "MechanismSpec", "Suite", "SuiteError", "load_suite", "parse_suite", "policy_theta"]
+__all__ = ["KINDS", "SUITES_DIR", "MechanismSpec", "Suite", "SuiteError", "load_suite", "parse_suite", "policy_theta"]
 
 def _suites_dir() -> pathlib.Path:
     try:  # installed (wheel or editable): the package data
@@ -67,7 +75,10 @@ SUITES_DIR = _suites_dir()
 
 _TOP = {"name", "description", "master_seed", "trials", "epsilons", "policies", "data", "workload", "mechanisms", "tiny"}
 _DATA = {"datasets", "domain", "scales", "data_seeds"}
-_WORKLOAD = {"kind", "queries", "seed"}
+_WORKLOAD = {"kind", "queries", "seed", "clusters", "iterations"}
+#: Experiment kinds: the workload kinds of :mod:`blowfish_te.workloads`, and private k-means.
+KINDS = (*wl.KINDS, "kmeans")
+_KMEANS_PARAMS = {"sensitivity", "size_share"}
 _MECHANISM = {"name", "label", "params", "policies", "epsilon_factor", "tree"}
 _TINY = {"datasets", "domain", "scales", "data_seeds", "trials", "epsilons", "policies", "queries", "mechanisms"}
 
@@ -162,24 +173,40 @@ def _domains(where: str, value) -> tuple[tuple[int, ...], ...] | None:
     return tuple(out)
 
 
-def _mechanism(where: str, entry, policies: tuple[str, ...]) -> MechanismSpec:
+def _check_params(where: str, name, params: dict, kmeans: bool) -> None:
+    """The mechanism exists for the suite's kind and accepts its parameters."""
+    if kmeans:
+        if name != "kmeans":
+            _fail(where, f"the mechanisms of a kmeans suite are named 'kmeans' (variants through params), got {name!r}")
+        _unknown(f"{where} params", params, _KMEANS_PARAMS)
+        try:
+            km.check_variant(**params)
+        except (TypeError, ValueError) as err:
+            _fail(where, f"kmeans refuses params {params}: {err}")
+        return
+    if name == "kmeans":
+        _fail(where, "mechanism 'kmeans' runs in suites of workload kind 'kmeans' only")
+    try:
+        cls = mechanism_class(name)
+    except (TypeError, ValueError) as err:
+        _fail(where, str(err))
+    try:
+        cls(**params)
+    except (TypeError, ValueError) as err:
+        _fail(where, f"mechanism {name!r} refuses params {params}: {err}")
+
+
+def _mechanism(where: str, entry, policies: tuple[str, ...], kmeans: bool = False) -> MechanismSpec:
     if isinstance(entry, str):
         entry = {"name": entry}
     if not isinstance(entry, dict):
         _fail(where, f"a mechanism must be a name or a table, got {entry!r}")
     _unknown(where, entry, _MECHANISM)
     name = entry.get("name")
-    try:
-        cls = mechanism_class(name)
-    except (TypeError, ValueError) as err:
-        _fail(where, str(err))
     params = entry.get("params", {})
     if not isinstance(params, dict):
         _fail(where, f"params must be a table, got {params!r}")
-    try:
-        cls(**params)
-    except (TypeError, ValueError) as err:
-        _fail(where, f"mechanism {name!r} refuses params {params}: {err}")
+    _check_params(where, name, params, kmeans)
     label = entry.get("label", name)
     if not isinstance(label, str) or not label:
         _fail(where, f"label must be a non-empty string, got {label!r}")
@@ -193,6 +220,8 @@ def _mechanism(where: str, entry, policies: tuple[str, ...]) -> MechanismSpec:
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
         _fail(where, f"epsilon_factor must be a number in (0, 1], got {factor!r}")
     tree = entry.get("tree")
+    if tree is not None and kmeans:
+        _fail(where, "tree does not apply to kmeans (it releases cluster statistics on the policy itself)")
     if tree is not None and not isinstance(tree, str):
         _fail(where, f"tree must be the name of a spanning tree (e.g. 'hub', 'snake', 'bfs'), got {tree!r}")
     return MechanismSpec(name, label, dict(params), only, float(factor), tree)
@@ -253,14 +282,19 @@ def parse_suite(raw: dict, where: str = "suite", tiny: bool = False) -> Suite:
     if scales is None and data_seeds != 1:
         _fail(where, "data_seeds needs scales: without sampling there is one dataset")
     kind = work.get("kind")
-    if kind not in wl.KINDS:
-        _fail(f"{where} [workload]", f"unknown kind {kind!r}; allowed: {', '.join(wl.KINDS)}")
+    if kind not in KINDS:
+        _fail(f"{where} [workload]", f"unknown kind {kind!r}; allowed: {', '.join(KINDS)}")
     workload = {"kind": kind}
     if kind.startswith("random"):
         workload["queries"] = _int(f"{where} [workload]", "queries", merged.get("queries"), 1)
         workload["seed"] = _int(f"{where} [workload]", "seed", work.get("seed", 0), 0)
     elif "queries" in work or "seed" in work:
         _fail(f"{where} [workload]", f"queries and seed apply to random workloads only, not {kind!r}")
+    if kind == "kmeans":
+        workload["clusters"] = _int(f"{where} [workload]", "clusters", work.get("clusters", 4), 1)
+        workload["iterations"] = _int(f"{where} [workload]", "iterations", work.get("iterations", 10), 1)
+    elif "clusters" in work or "iterations" in work:
+        _fail(f"{where} [workload]", f"clusters and iterations apply to kmeans only, not {kind!r}")
     for spec in policies:
         try:
             pol.from_spec(spec, domain or ((8, 8) if spec.startswith("grid") else (8,)))  # syntax only
@@ -270,7 +304,7 @@ def parse_suite(raw: dict, where: str = "suite", tiny: bool = False) -> Suite:
     if not isinstance(entries, list) or not entries:
         _fail(where, "mechanisms must be a non-empty list")
     every_policy = _list(where, "policies", raw["policies"], str)  # [tiny] may keep only some
-    mechanisms = tuple(_mechanism(f"{where} mechanisms[{i}]", e, every_policy) for i, e in enumerate(entries))
+    mechanisms = tuple(_mechanism(f"{where} mechanisms[{i}]", e, every_policy, kind == "kmeans") for i, e in enumerate(entries))
     labels = [m.label for m in mechanisms]
     if len(set(labels)) != len(labels):
         _fail(where, f"mechanism labels must be distinct, got {labels}")

@@ -9,12 +9,14 @@ import pathlib
 import numpy as np
 from scipy import stats
 
-__all__ = ["GROUP", "VALUES", "summarize", "write_summary", "markdown_table", "pivot_table"]
+__all__ = ["GROUP", "MEASURES", "VALUES", "summarize", "write_summary", "markdown_table", "pivot_table"]
 
 #: A configuration: the columns that are neither the trial, the seeds nor a measurement.
 GROUP = ["dataset", "domain", "scale", "policy", "theta", "workload", "mechanism", "epsilon"]
+#: Measurements averaged over trials with a 95% confidence interval (``<name>_ci95``).
+MEASURES = ["mse", "scaled_l2", "objective_ratio"]
 #: The measured columns of a summary that :func:`pivot_table` can tabulate.
-VALUES = ["mse", "scaled_l2", "expected_mse", "runtime_s"]
+VALUES = [*MEASURES, "expected_mse", "runtime_s"]
 
 
 def _mean_ci(values: list[float]) -> tuple[float, float]:
@@ -27,7 +29,8 @@ def _mean_ci(values: list[float]) -> tuple[float, float]:
 
 def summarize(rows: list[dict]) -> list[dict]:
     """One row per configuration, in first-seen order: trials n (over data seeds and algorithm
-    seeds), mean per-query MSE and scaled L2 error with 95% CIs, mean runtime, stretch and route;
+    seeds), the mean of each of :data:`MEASURES` the rows hold (per-query MSE and scaled L2 error,
+    or the k-means objective ratio) with its 95% CI, mean runtime, stretch and route;
     configurations whose every trial failed keep their error message in ``status``."""
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
@@ -37,16 +40,17 @@ def summarize(rows: list[dict]) -> list[dict]:
         ok = [r for r in members if r["status"] == "ok"]
         entry = dict(zip(GROUP, key))
         entry["n"] = len(ok)
+        for measure in MEASURES:
+            values = [r.get(measure) for r in ok]
+            known = bool(values) and all(v is not None for v in values)
+            entry[measure], entry[measure + "_ci95"] = _mean_ci(values) if known else (None, None)
         if ok:
-            entry["mse"], entry["mse_ci95"] = _mean_ci([r["mse"] for r in ok])
-            entry["scaled_l2"], entry["scaled_l2_ci95"] = _mean_ci([r["scaled_l2"] for r in ok])
             entry["expected_mse"] = ok[0]["expected_mse"]
             entry["runtime_s"] = float(np.mean([r["runtime_s"] for r in ok]))
             entry["route"], entry["stretch"] = ok[0]["route"], ok[0]["stretch"]
             entry["status"] = "ok" if len(ok) == len(members) else f"{len(members) - len(ok)} trials failed"
         else:
-            entry.update(mse=None, mse_ci95=None, scaled_l2=None, scaled_l2_ci95=None, expected_mse=None,
-                         runtime_s=None, route=None, stretch=None, status=members[0]["status"])
+            entry.update(expected_mse=None, runtime_s=None, route=None, stretch=None, status=members[0]["status"])
         out.append(entry)
     return out
 
@@ -63,12 +67,14 @@ def _fmt(value) -> str:
 
 def markdown_table(summary: list[dict], columns: list[str] | None = None) -> str:
     """A markdown table of summary rows: ``mean ± ci`` for the error columns."""
-    columns = columns or [c for c in GROUP if any(r[c] not in (None, "") for r in summary)] + ["n", "mse", "scaled_l2", "runtime_s", "status"]
+    if columns is None:
+        measured = [m for m in MEASURES if any(r[m] is not None for r in summary)] or MEASURES[:2]
+        columns = [c for c in GROUP if any(r[c] not in (None, "") for r in summary)] + ["n", *measured, "runtime_s", "status"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in summary:
         cells = []
         for c in columns:
-            if c in ("mse", "scaled_l2") and r[c] is not None:
+            if c in MEASURES and r[c] is not None:
                 cells.append(f"{_fmt(r[c])} ± {_fmt(r[c + '_ci95'])}")
             else:
                 cells.append(_fmt(r.get(c)))
