@@ -8,15 +8,12 @@ Quick start::
     release.answers, release.expected_mse
 """
 
-from . import budget, composites, constraints, errors, kmeans, mechanisms, policies, trees, workloads
-from .budget import BudgetAccountant
-from .errors import BlowfishError, BudgetExceededError, CyclicPolicyError, SpecError
-from .mechanisms import LinearMechanism, Mechanism
-from .policies import BOTTOM, Policy
-from .release import Plan, Release, answer, plan
-from .sensitivity import sensitivity
-from .transform import TransformedWorkload, TreeTransform, transform
-from .workloads import Workload
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -40,6 +37,7 @@ __all__ = [
     "composites",
     "constraints",
     "errors",
+    "io",
     "kmeans",
     "mechanisms",
     "plan",
@@ -49,3 +47,53 @@ __all__ = [
     "trees",
     "workloads",
 ]
+
+# Names load on first use (PEP 562), so ``import blowfish_te.io`` does not pay for the mechanisms,
+# scipy and networkx: a records-to-histogram job starts in milliseconds.
+_MODULES = {"budget", "composites", "constraints", "errors", "io", "kmeans", "mechanisms", "policies", "trees", "workloads"}
+_NAMES = {
+    "BudgetAccountant": "budget", "BlowfishError": "errors", "BudgetExceededError": "errors", "CyclicPolicyError": "errors",
+    "SpecError": "errors", "LinearMechanism": "mechanisms", "Mechanism": "mechanisms", "BOTTOM": "policies", "Policy": "policies",
+    "Plan": "release", "Release": "release", "answer": "release", "plan": "release", "sensitivity": "sensitivity",
+    "TransformedWorkload": "transform", "TreeTransform": "transform", "transform": "transform", "Workload": "workloads",
+}
+
+
+def __getattr__(name: str):
+    if name in _MODULES:
+        module = importlib.import_module(f".{name}", __name__)
+    elif name in _NAMES:
+        module = getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
+    else:
+        raise AttributeError(f"module 'blowfish_te' has no attribute {name!r}")
+    globals()[name] = module
+    return module
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """Keeps ``blowfish_te.sensitivity`` and ``blowfish_te.transform`` the functions: importing
+    the submodules of those names (as the library does) must not replace them."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _NAMES and _NAMES[name] == name and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+if TYPE_CHECKING:
+    from . import budget, composites, constraints, errors, io, kmeans, mechanisms, policies, trees, workloads
+    from .budget import BudgetAccountant
+    from .errors import BlowfishError, BudgetExceededError, CyclicPolicyError, SpecError
+    from .mechanisms import LinearMechanism, Mechanism
+    from .policies import BOTTOM, Policy
+    from .release import Plan, Release, answer, plan
+    from .sensitivity import sensitivity
+    from .transform import TransformedWorkload, TreeTransform, transform
+    from .workloads import Workload

@@ -17,7 +17,18 @@ from .errors import SpecError
 from .release import answer
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group; an interrupt (Ctrl-C, SIGINT) exits with 130, as shells expect."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="blowfish_te")
 def main() -> None:
     """blowfish_te: policy-aware differential privacy (Blowfish) through transformational equivalence."""
@@ -92,57 +103,6 @@ def _read_histogram(path: pathlib.Path) -> np.ndarray:
     raise ValueError(f"{path}: a histogram must be a .npy or .csv file; for a file of records pass --column")
 
 
-def _read_column(path: pathlib.Path, column: str) -> list:
-    if path.suffix == ".parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise ValueError("reading Parquet needs pyarrow: pip install 'blowfish_te[evaluation]'") from None
-        table = pq.read_table(path)
-        if column not in table.column_names:
-            raise ValueError(f"--column {column!r} is not in {path}; columns: {', '.join(table.column_names)}")
-        return table.column(column).to_pylist()
-    if path.suffix != ".csv":
-        raise ValueError(f"{path}: records must be a .csv or .parquet file")
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames is None or column not in reader.fieldnames:
-            raise ValueError(f"--column {column!r} is not in {path}; columns: {', '.join(reader.fieldnames or [])}")
-        return [row[column] for row in reader]
-
-
-def records_to_histogram(values: list, lower: int, upper: int, outside: str) -> tuple[np.ndarray, int]:
-    """Count integer records over the domain lower..upper (one cell per value).
-
-    Records outside the domain are an error (``outside="error"``), or clamped to the nearest bound
-    (``"clamp"``, which keeps the neighbour relation: every record still lands in one cell). Returns
-    the histogram and the number of clamped records. Missing or non-integer values are always an
-    error: no record is ever dropped.
-    """
-    if upper < lower:
-        raise ValueError(f"--upper ({upper}) must be >= --lower ({lower})")
-    cells = []
-    for i, value in enumerate(values):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"record {i + 1}: value {value!r} is not a number (missing values are not allowed)") from None
-        if not np.isfinite(number) or number != int(number):
-            raise ValueError(f"record {i + 1}: value {value!r} is not an integer in the domain {lower}..{upper}")
-        cells.append(int(number))
-    cells = np.asarray(cells, dtype=np.int64)
-    below, above = cells < lower, cells > upper
-    n_out = int(below.sum() + above.sum())
-    if n_out and outside == "error":
-        first = int(cells[below | above][0])
-        raise ValueError(
-            f"{n_out} record(s) outside the domain {lower}..{upper} (first: {first}); widen --lower/--upper "
-            "or pass --outside clamp to move them to the nearest bound"
-        )
-    clamped = np.clip(cells, lower, upper) - lower
-    return np.bincount(clamped, minlength=upper - lower + 1).astype(np.int64), n_out
-
-
 def _policy(spec: str, shape: tuple[int, ...]):
     try:
         return policies.from_spec(spec, shape)
@@ -164,8 +124,41 @@ def _build_workload(spec: str, shape: tuple[int, ...], seed: int, ranges_file):
         raise SpecError(f"--workload: {err}") from None
 
 
+def _records_domain(columns, lower, upper, width):
+    """The --column/--lower/--upper/--width options as a records domain (one axis per column)."""
+    from . import io
+
+    if not (len(lower) == len(upper) == len(columns)) or (width and len(width) != len(columns)):
+        raise ValueError("give --lower and --upper (and --width, if any) once per --column, in the same order; "
+                         "the domain must not come from the data")
+    widths = width or (1,) * len(columns)
+    return io.Grid(*[io.IntegerRange(c, lo, hi, w) for c, lo, hi, w in zip(columns, lower, upper, widths)])
+
+
+def _query_labels(workload, domain) -> list[str]:
+    """What every answer counts: the box of values (or of cells) of each query, else its index."""
+    bounds = workload.query_bounds()
+    if bounds is None:
+        return [f"query {i}" for i in range(workload.num_queries)]
+    lo, hi = bounds
+    if domain is not None:
+        return [domain.label(a, b) for a, b in zip(lo, hi)]
+    return [" x ".join(f"{a}..{b}" if a != b else f"{a}" for a, b in zip(row_lo, row_hi)) for row_lo, row_hi in zip(lo, hi)]
+
+
+def _check_output(output: pathlib.Path | None) -> None:
+    """Refuse an output that cannot be written, before any noise is drawn."""
+    if output is None:
+        return
+    folder = output.parent
+    if output.is_dir():
+        raise ValueError(f"--output {output}: is a folder (checked before any noise is drawn)")
+    if not (folder.is_dir() and os.access(folder, os.W_OK)) or (output.exists() and not os.access(output, os.W_OK)):
+        raise ValueError(f"--output {output}: the file or its folder is not writable or does not exist (checked before any noise is drawn)")
+
+
 @main.command()
-@click.argument("data", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path))
+@click.argument("data", type=click.Path(exists=True, path_type=pathlib.Path))
 @click.option("--policy", "policy_spec", default="line", show_default=True,
               help="unbounded, complete, line, threshold:θ, threshold:full or grid:θ.")
 @click.option("--epsilon", required=True, type=click.FloatRange(min=0, min_open=True), help="Privacy budget ε.")
@@ -174,52 +167,68 @@ def _build_workload(spec: str, shape: tuple[int, ...], seed: int, ranges_file):
               help="identity, prefix, all_ranges, random_ranges:M or random_rects:M.")
 @click.option("--ranges", "ranges_file", type=click.Path(exists=True, dir_okay=False), help="CSV of 'lo,hi' range queries (overrides --workload).")
 @click.option("--workload-seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of random workloads.")
-@click.option("--column", help="DATA is a CSV/Parquet file of records: count this column's integer values.")
-@click.option("--lower", type=int, help="Smallest value of the domain (with --column).")
-@click.option("--upper", type=int, help="Largest value of the domain (with --column).")
+@click.option("--tree", help="Spanning tree for a cyclic policy (e.g. bfs, hub, snake); default: the route planner decides.")
+@click.option("--column", "columns", multiple=True,
+              help="DATA is records (CSV, Parquet or Arrow files, or a glob): count this column; repeat for a grid.")
+@click.option("--lower", type=int, multiple=True, help="Smallest value of each --column's domain.")
+@click.option("--upper", type=int, multiple=True, help="Largest value of each --column's domain.")
+@click.option("--width", type=click.IntRange(min=1), multiple=True, help="Values per cell of each --column (default 1).")
 @click.option("--outside", type=click.Choice(["error", "clamp"]), default="error", show_default=True,
               help="Records outside --lower..--upper: refuse, or clamp to the nearest bound.")
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+              help="Engine that counts the records (spark: pip install 'blowfish_te[spark]').")
 @click.option("--seed", type=click.IntRange(min=0), help="Seeded fast noise, for experiments; without it the secure sampler is used.")
-@click.option("--output", "output", type=click.Path(dir_okay=False, path_type=pathlib.Path), help="Write here instead of standard output.")
+@click.option("--output", "output", type=click.Path(path_type=pathlib.Path), help="Write here instead of standard output.")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
-def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workload_seed, column, lower, upper, outside, seed, output, fmt):
+def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workload_seed, tree, columns, lower, upper, width,
+        outside, engine, seed, output, fmt):
     """Answer a workload on DATA (a .npy/.csv histogram, or records with --column) privately.
 
-    The output holds the answers with ε, the policy, the mechanism, the route, the stretch and the
-    expected per-query error. Records outside the domain are never dropped: they are refused, or
-    clamped with --outside clamp (the count of clamped records goes to standard error for the data
-    owner; it is not private and is not part of the release).
+    The output labels every answer with its query and records ε, the policy, the mechanism, the
+    route, the tree and its stretch, the disclosed component totals, the sampler, whether it was
+    secure, the seed (or fresh entropy) and the library version. Every record is counted, refused
+    or clamped (--outside clamp); the counts go to standard error. Error messages and standard
+    error depend on the data without noise: they are for the data owner, never for release.
     """
+    from . import __version__, io
+
     try:
-        if output is not None and not (output.parent.is_dir() and os.access(output.parent, os.W_OK)):
-            raise ValueError(f"--output {output}: its folder does not exist or is not writable (checked before any noise is drawn)")
-        if column is not None:
-            if lower is None or upper is None:
-                raise ValueError("--column needs the domain bounds --lower and --upper (they must not come from the data)")
-            x, n_out = records_to_histogram(_read_column(data, column), lower, upper, outside)
-            if n_out:
-                click.echo(f"note: {n_out} record(s) outside {lower}..{upper} were clamped (this count is not private)", err=True)
+        _check_output(output)
+        domain = None
+        if columns:
+            domain = _records_domain(columns, lower, upper, width)
+            result = io.histogram(str(data), domain, outside=outside, engine=engine)
+            x = result.counts
+            click.echo(f"records: {result.summary()} (exact counts, not private)", err=True)
         else:
-            if lower is not None or upper is not None:
-                raise ValueError("--lower/--upper apply to records (--column); a histogram's cells are its domain")
+            if lower or upper or width:
+                raise ValueError("--lower/--upper/--width apply to records (--column); a histogram's cells are its domain")
+            if data.is_dir():
+                raise ValueError(f"{data}: a histogram is a .npy or .csv file; records need --column")
             x = _read_histogram(data)
         shape = tuple(np.shape(x))
-        release = answer(_build_workload(workload_spec, shape, workload_seed, ranges_file), x, _policy(policy_spec, shape),
-                         epsilon, mechanism, rng=seed)
-    except (ValueError, TypeError, OSError) as err:
+        workload = _build_workload(workload_spec, shape, workload_seed, ranges_file)
+        release = answer(workload, x, _policy(policy_spec, shape), epsilon, mechanism, rng=seed, tree=tree)
+    except (ValueError, TypeError, OSError, ImportError) as err:
         _fail(err)
-    fields = release.to_dict()
+    fields = {"version": __version__, "seed": "fresh entropy" if seed is None else seed, **release.to_dict()}
+    if release.component_totals:
+        click.echo(f"note: the policy discloses {len(release.component_totals)} component total(s) exactly; "
+                   "they are in the output as component_totals", err=True)
+    labels = _query_labels(workload, domain)
     with open(output, "w", newline="") if output else contextlib.nullcontext(sys.stdout) as stream:
         if fmt == "json":
+            fields["queries"] = labels
             json.dump(fields, stream, indent=1)
             stream.write("\n")
         else:
-            meta = {k: fields[k] for k in ("epsilon", "policy", "mechanism", "route", "tree", "stretch", "workload",
-                                            "expected_mse", "noise_scale", "sampler")}
+            meta = {k: fields[k] for k in ("version", "epsilon", "policy", "mechanism", "route", "tree", "stretch", "workload",
+                                            "expected_mse", "noise_scale", "sampler", "secure", "seed")}
+            meta["component_totals"] = json.dumps(fields["component_totals"], separators=(",", ":"))
             writer = csv.writer(stream)
-            writer.writerow(["query", "answer", *meta])
-            for i, a in enumerate(fields["answers"]):
-                writer.writerow([i, a, *meta.values()])
+            writer.writerow(["index", "query", "answer", *meta])
+            for i, (label, a) in enumerate(zip(labels, fields["answers"])):
+                writer.writerow([i, label, a, *meta.values()])
 
 
 @main.command()

@@ -76,10 +76,21 @@ def load_plugins(name: str | None = None) -> None:
         _register(cls)
 
 
+#: Library modules outside this package that define mechanisms (they build on ``release``, which
+#: imports this package); imported on the first lookup that misses.
+_ELSEWHERE = ("blowfish_te.composites",)
+
+
 def mechanism_class(name: str) -> type[Mechanism]:
-    """The class registered as ``name``, looking through installed plug-ins on a miss."""
+    """The class registered as ``name``, looking through the library's composite mechanisms and
+    then installed plug-ins on a miss."""
     if not isinstance(name, str):
         raise TypeError(f"mechanism name must be a string, got {type(name).__name__}")
+    if name not in MECHANISMS:
+        import importlib
+
+        for module in _ELSEWHERE:
+            importlib.import_module(module)
     if name not in MECHANISMS:
         load_plugins(name)
     if name not in MECHANISMS:

@@ -50,6 +50,10 @@ class AllRanges(Workload):
             out[:, col] = np.diagonal(table)
         return out
 
+    def query_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self._endpoints()
+        return a[:, None].astype(np.int64), b[:, None].astype(np.int64)
+
     def max_abs_entry(self) -> float:
         return 1.0
 

@@ -196,6 +196,11 @@ class Workload(LinearOperator):
         k = self.size
         return self.difference_norms(np.arange(k), np.full(k, k), norm)
 
+    def query_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The inclusive cell bounds (lo, hi), each of shape (m, d), when every query counts one box
+        of cells (ranges, prefixes, rectangles); None for other workloads."""
+        return None
+
     def max_abs_entry(self) -> float:
         """max |W[q, i]|: the unit-change sensitivity of any single query (generic: by columns)."""
         m, k = self.shape

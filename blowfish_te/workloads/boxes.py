@@ -169,6 +169,9 @@ class Boxes(Workload):
         c = coords[:, None, :]
         return ((self.lo[None] <= c) & (c <= self.hi[None])).all(axis=2)
 
+    def query_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        return (self.lo, self.hi) if self.weights is None else None
+
     def max_abs_entry(self) -> float:
         return 1.0 if self.weights is None else float(self.weights.max())
 

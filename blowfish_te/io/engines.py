@@ -1,0 +1,221 @@
+"""The engines behind :func:`blowfish_te.io.histogram`: each returns the grouped rows
+[status per axis, cell per axis, count] and a function giving example values of a refused axis.
+
+The binning is the same SQL (:meth:`Axis.sql`) in DuckDB and Spark, and the same rules in numpy.
+Only the grouped counts (at most a few rows per cell) leave the engine, never the records.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .domain import DUCKDB, MISSING, OK, SPARK, Dialect, Grid
+from .records import RecordError, _files, _is_sql, _kind, _suffix, csv_lines
+
+__all__ = ["duckdb_groups", "memory_groups", "spark_groups"]
+
+_EXAMPLES = 3
+
+
+def _query(grid: Grid, dialect: Dialect, numeric: dict[str, bool], table: str) -> str:
+    """The binning query over ``table``: columns s0.., c0.. (status and cell of every axis); each
+    record's values are parsed once, in an inner query that keeps the raw columns."""
+    parse, binned = [], []
+    for a, axis in enumerate(grid.axes):
+        p, status, cell = axis.sql(dialect, numeric[axis.column], f"a{a}")
+        parse += p
+        binned += [f"{status} AS s{a}", f"{cell} AS c{a}"]
+    columns = ", ".join(dialect.ident(c) for c in grid.columns)
+    query = f"SELECT {', '.join(binned)} FROM (SELECT {', '.join(parse)}, {columns} FROM {table})"
+    return query
+
+
+def _check_columns(columns, grid: Grid, where: str) -> None:
+    missing = [c for c in grid.columns if c not in columns]
+    if missing:
+        raise ValueError(f"{where}: no column {', '.join(map(repr, missing))}; columns: {', '.join(map(str, columns))}")
+
+
+def _with_skipped_lines(groups: np.ndarray, grid: Grid, files: list[str] | None) -> np.ndarray:
+    """Add the blank lines of CSV ``files`` that the reader skipped as missing records: the
+    file's lines after the header minus the rows read, at most its blank lines."""
+    if not files:
+        return groups
+    lines = sum(csv_lines(f, blanks=False)[0] for f in files)
+    skipped = lines - int(groups[:, -1].sum())
+    if skipped == 0:
+        return groups
+    blanks = sum(csv_lines(f)[1] for f in files)
+    if not 0 <= skipped <= blanks:
+        raise RecordError(
+            f"the CSV files hold {lines} line(s) after their headers ({blanks} blank) but the reader found "
+            f"{int(groups[:, -1].sum())} record(s); quoted values with line breaks are not supported"
+        )
+    d = len(grid.axes)
+    return np.concatenate([groups, np.array([[MISSING] * d + [0] * d + [skipped]], dtype=np.int64)])
+
+
+# -- DuckDB -----------------------------------------------------------------------------------
+
+
+def _duckdb():
+    try:
+        import duckdb
+    except ImportError:
+        raise ImportError("the DuckDB engine needs duckdb: pip install duckdb") from None
+    return duckdb
+
+
+def _duckdb_relation(source, grid: Grid, con):
+    """A relation over the records, the CSV files it reads (to find skipped blank lines), and a name."""
+    duckdb = _duckdb()
+    if isinstance(source, duckdb.DuckDBPyRelation):
+        return source, None, "relation"
+    if _is_sql(source):
+        return con.sql(source), None, "query"
+    if isinstance(source, (str, list, tuple)) or hasattr(source, "__fspath__"):
+        if isinstance(source, (list, tuple)) and source and not isinstance(source[0], str) and not hasattr(source[0], "__fspath__"):
+            raise TypeError(f"source: a list must hold file paths, got {type(source[0]).__name__}")
+        files = _files(source)
+        kind = _kind(_suffix(files[0]))
+        if kind == "csv":
+            delim = "\t" if ".tsv" in files[0].lower() else ","
+            rel = con.read_csv(files, header=True, all_varchar=True, null_padding=True, delimiter=delim)
+            return rel, files, files[0]
+        if kind == "parquet":
+            return con.read_parquet(files), None, files[0]
+        import pyarrow.dataset as ds
+
+        return con.from_arrow(ds.dataset(files, format="ipc")), None, files[0]
+    if isinstance(source, dict):
+        import pyarrow as pa
+
+        source = pa.table({k: np.asarray(v) for k, v in source.items()})
+    try:
+        if type(source).__module__.startswith("pandas"):
+            return con.from_df(source), None, "DataFrame"
+        return con.from_arrow(source.to_arrow() if hasattr(source, "to_arrow") else source), None, "table"
+    except Exception as err:  # duckdb raises its own types for what it cannot scan
+        raise TypeError(f"source: cannot read {type(source).__name__} as records ({err})") from None
+
+
+def _numeric_duckdb(rel) -> dict[str, bool]:
+    return {name: str(t).split("(")[0] in _DUCKDB_NUMBERS for name, t in zip(rel.columns, rel.types)}
+
+
+_DUCKDB_NUMBERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+                   "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "BOOLEAN"}
+
+
+def duckdb_groups(source, grid: Grid, connection=None):
+    """GROUP BY the binned columns in DuckDB (out of core, parallel)."""
+    duckdb = _duckdb()
+    con = connection if connection is not None else duckdb.connect()
+    rel, csv_files, where = _duckdb_relation(source, grid, con)
+    _check_columns(rel.columns, grid, f"source {where}")
+    view = f"records_{id(rel)}"
+    rel.create_view(view, replace=True)
+    binning = _query(grid, DUCKDB, _numeric_duckdb(rel), view)
+    d = len(grid.axes)
+    keys = ", ".join([f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)])
+    rows = con.sql(f"SELECT {keys}, count(*) FROM ({binning}) GROUP BY ALL").fetchall()
+    groups = _with_skipped_lines(np.array(rows, dtype=np.int64).reshape(-1, 2 * d + 1), grid, csv_files)
+
+    def examples(a: int) -> list:
+        column = DUCKDB.ident(grid.axes[a].column)
+        query = binning.replace("SELECT ", f"SELECT CAST({column} AS VARCHAR) AS raw, ", 1)
+        found = con.sql(f"SELECT DISTINCT raw FROM ({query}) WHERE s{a} <> {OK} LIMIT {_EXAMPLES}").fetchall()
+        return [r[0] for r in found]
+
+    return groups, examples
+
+
+# -- Spark ------------------------------------------------------------------------------------
+
+
+def _spark_session(connection):
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise ImportError("the Spark engine needs PySpark: pip install 'blowfish_te[spark]'") from None
+    return connection if connection is not None else SparkSession.builder.getOrCreate()
+
+
+def spark_groups(source, grid: Grid, connection=None):
+    """The same binning as a Spark job; only the grouped counts are collected."""
+    csv_files = None
+    if type(source).__module__.startswith("pyspark"):
+        df = source
+    elif _is_sql(source):
+        spark = _spark_session(connection)
+        df = spark.sql(source)
+    elif isinstance(source, (str, list, tuple)) or hasattr(source, "__fspath__"):
+        spark = _spark_session(connection)
+        files = _files(source)
+        kind = _kind(_suffix(files[0]))
+        if kind == "csv":
+            sep = "\t" if ".tsv" in files[0].lower() else ","
+            df = spark.read.csv(files, header=True, sep=sep, inferSchema=False, mode="PERMISSIVE", ignoreLeadingWhiteSpace=False,
+                                ignoreTrailingWhiteSpace=False)
+            csv_files = files
+        elif kind == "parquet":
+            df = spark.read.parquet(*files)
+        else:
+            raise ValueError("the Spark engine reads CSV and Parquet files; use DuckDB for Arrow IPC")
+    else:
+        raise TypeError(f"the Spark engine reads Spark DataFrames, SQL and files, got {type(source).__name__}")
+    _check_columns(df.columns, grid, "source")
+    numbers = ("ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType", "BooleanType")
+    numeric = {f.name: type(f.dataType).__name__ in numbers for f in df.schema.fields}
+    view = f"records_{id(df)}"
+    df.createOrReplaceTempView(view)
+    binning = _query(grid, SPARK, numeric, view)
+    d = len(grid.axes)
+    keys = [f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)]
+    rows = df.sparkSession.sql(f"SELECT {', '.join(keys)}, count(*) AS n FROM ({binning}) GROUP BY {', '.join(keys)}").collect()
+    groups = np.array([[int(r[k]) for k in keys] + [int(r["n"])] for r in rows], dtype=np.int64).reshape(-1, 2 * d + 1)
+    groups = _with_skipped_lines(groups, grid, csv_files)
+
+    def examples(a: int) -> list:
+        column = SPARK.ident(grid.axes[a].column)
+        query = binning.replace("SELECT ", f"SELECT CAST({column} AS STRING) AS raw, ", 1)
+        found = df.sparkSession.sql(f"SELECT DISTINCT raw FROM ({query}) WHERE s{a} <> {OK} LIMIT {_EXAMPLES}").collect()
+        return [r["raw"] for r in found]
+
+    return groups, examples
+
+
+# -- numpy ------------------------------------------------------------------------------------
+
+
+def _columns(source) -> dict[str, np.ndarray]:
+    module = type(source).__module__
+    if isinstance(source, dict):
+        return {k: np.asarray(v) for k, v in source.items()}
+    if module.startswith("pandas"):
+        return {c: source[c].to_numpy() for c in source.columns}
+    if module.startswith("polars"):
+        return {c: source[c].to_numpy() for c in source.columns}
+    if module.startswith("pyarrow"):
+        return {c: source.column(c).to_numpy(zero_copy_only=False) for c in source.column_names}
+    raise TypeError(f"the memory engine reads pandas or Polars DataFrames, pyarrow Tables and dicts of columns, got {type(source).__name__}")
+
+
+def memory_groups(source, grid: Grid, connection=None):
+    """The same rules in numpy, for records already in memory."""
+    columns = _columns(source)
+    _check_columns(list(columns), grid, "source")
+    lengths = {len(columns[c]) for c in grid.columns}
+    if len(lengths) > 1:
+        raise ValueError(f"source: the domain's columns have different lengths {sorted(lengths)}")
+    binned = [axis.bin(columns[axis.column]) for axis in grid.axes]
+    stacked = np.stack([s.astype(np.int64) for s, _ in binned] + [c for _, c in binned], axis=1)
+    if stacked.shape[0] == 0:
+        return np.zeros((0, 2 * len(grid.axes) + 1), dtype=np.int64), None
+    keys, counts = np.unique(stacked, axis=0, return_counts=True)
+
+    def examples(a: int) -> list:
+        values = columns[grid.axes[a].column][binned[a][0] != OK]
+        return [None if v is None else str(v) for v in list(dict.fromkeys(values.tolist()))[:_EXAMPLES]]
+
+    return np.concatenate([keys, counts[:, None]], axis=1), examples

@@ -1,0 +1,291 @@
+"""Records to histograms: exact counts against an independent reading with pandas, every record
+accounted for, and the DuckDB, Spark and numpy engines agreeing."""
+
+import json
+import math
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blowfish_te import io
+from blowfish_te.cli import main
+
+pd = pytest.importorskip("pandas")
+pa = pytest.importorskip("pyarrow")
+
+DIRTY = "age,city\n3,a\n\n5,b\n,c\n x ,d\n7.5,a\n120,b\n-4,c\n 42 ,d\nNULL,a\ninf,b\nnan,c\n99,a\n0,b\n"
+DOMAIN = io.IntegerRange("age", 0, 99)
+
+
+def _classify(text, lower=0, upper=99):
+    """The documented rules, one value at a time in plain Python: the oracle."""
+    text = "" if text is None else str(text).strip()
+    if text == "":
+        return "missing"
+    try:
+        v = float(text)
+    except ValueError:
+        return "invalid"
+    if math.isnan(v):
+        return "missing"
+    if math.isinf(v) or v != math.floor(v):
+        return "invalid"
+    return "below" if v < lower else "above" if v > upper else int(v)
+
+
+def _pandas_reference(path, column="age"):
+    frame = pd.read_csv(path, skip_blank_lines=False, dtype=str, keep_default_na=False, na_values=[""])
+    classes = [_classify(None if isinstance(v, float) else v) for v in frame[column].tolist()]
+    return classes
+
+
+@pytest.fixture
+def dirty(tmp_path):
+    path = tmp_path / "dirty.csv"
+    path.write_text(DIRTY)
+    return path
+
+
+def test_dirty_csv_every_record_is_counted_or_refused_with_its_reason(dirty):
+    classes = _pandas_reference(dirty)
+    assert len(classes) == 14  # pandas keeps the blank line as a record
+    with pytest.raises(io.RecordError) as err:
+        io.histogram(str(dirty), DOMAIN)
+    message = str(err.value)
+    missing, invalid = classes.count("missing"), classes.count("invalid")
+    assert f"{len(classes)} record(s) read" in message
+    assert f"{missing} missing" in message and f"{invalid} not a number" in message
+    assert f"{classes.count('below')} below" in message and f"{classes.count('above')} above" in message
+
+
+def test_clamping_moves_numbers_to_the_edges_and_reports_them(tmp_path):
+    path = tmp_path / "ages.csv"
+    values = [3, 5, 120, -4, 42, 99, 0, 5, 1000]
+    path.write_text("age\n" + "\n".join(map(str, values)) + "\n")
+    result = io.histogram(str(path), DOMAIN, outside="clamp")
+    expected = np.bincount(np.clip(values, 0, 99), minlength=100)
+    assert np.array_equal(result.counts, expected)
+    assert (result.rows, result.counted, result.below, result.above) == (9, 6, 1, 2)
+    with pytest.raises(io.RecordError, match="3 above|1 below"):
+        io.histogram(str(path), DOMAIN)
+
+
+def test_blank_lines_are_missing_records_in_one_and_many_column_files(tmp_path):
+    one = tmp_path / "one.csv"
+    one.write_text("age\n3\n\n5\n")
+    many = tmp_path / "many.csv"
+    many.write_text("age,b\n3,1\n\n5,2\n\n")
+    for path, rows in ((one, 3), (many, 4)):
+        assert len(_pandas_reference(path)) == rows
+        with pytest.raises(io.RecordError, match=rf"{rows} record\(s\) read.*{rows - 2} missing"):
+            io.histogram(str(path), DOMAIN)
+
+
+@pytest.mark.parametrize("text, expected", [
+    (b"age\n3\n\n5\n", (3, 1)), (b"age\n3\n\n\n5\n", (4, 2)), (b"age\r\n3\r\n\r\n5\r\n", (3, 1)), (b"\n\nage\n3\n", (1, 0)),
+    (b"age\n3\n", (1, 0)), (b"age\n3\n\n", (2, 1)), (b"age\n3\n5", (2, 0)), (b"age", (0, 0)), (b"", (0, 0)),
+])
+def test_csv_lines_match_pandas_whatever_the_block_size(tmp_path, text, expected):
+    path = tmp_path / "b.csv"
+    path.write_bytes(text)
+    assert all(io.csv_lines(str(path), chunk=c) == expected for c in (1, 2, 3, 1 << 20))
+    assert io.csv_lines(str(path), blanks=False) == (expected[0], None)
+    if text.strip() and not text.startswith(b"\n"):  # pandas takes a leading blank line for the header
+        assert len(pd.read_csv(path, skip_blank_lines=False)) == expected[0]
+
+
+def _clean(n=5000, seed=0):
+    gen = np.random.default_rng(seed)
+    return pd.DataFrame({"age": gen.integers(0, 100, n), "city": gen.choice(list("abcd"), n), "income": gen.uniform(0, 1e5, n)})
+
+
+def test_every_source_kind_gives_the_counts_pandas_gives(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    frame = _clean()
+    expected = frame["age"].value_counts().reindex(range(100), fill_value=0).to_numpy()
+    frame.to_csv(tmp_path / "r.csv", index=False)
+    frame.to_parquet(tmp_path / "r.parquet")
+    import pyarrow.feather as feather
+
+    feather.write_feather(pa.Table.from_pandas(frame), tmp_path / "r.arrow")
+    for i, rows in enumerate(np.array_split(np.arange(len(frame)), 3)):
+        frame.iloc[rows].to_csv(tmp_path / f"part{i}.csv", index=False)
+    con = duckdb.connect()
+    sources = [str(tmp_path / "r.csv"), tmp_path / "r.parquet", str(tmp_path / "r.arrow"), str(tmp_path / "part*.csv"),
+               [tmp_path / f"part{i}.csv" for i in range(3)], frame, pa.Table.from_pandas(frame),
+               {"age": frame["age"].to_numpy()}, con.from_df(frame)]
+    polars = pytest.importorskip("polars")
+    sources.append(polars.from_pandas(frame))
+    for source in sources:
+        result = io.histogram(source, DOMAIN, connection=con)
+        assert np.array_equal(result.counts, expected), type(source)
+        assert result.rows == result.counted == len(frame)
+    con.register("people", frame)
+    assert np.array_equal(io.histogram("SELECT age FROM people WHERE city = 'a'", DOMAIN, connection=con).counts,
+                          frame.loc[frame.city == "a", "age"].value_counts().reindex(range(100), fill_value=0).to_numpy())
+
+
+def test_grids_of_integer_ranges_bins_and_levels_match_numpy(tmp_path):
+    frame = _clean(3000, seed=1)
+    edges = [0, 1e4, 2.5e4, 5e4, 1e5]
+    domain = [io.IntegerRange("age", 0, 99, width=10), io.Levels("city", "abcd"), io.Bins("income", edges)]
+    expected, _ = np.histogramdd(
+        np.stack([frame.age // 10, frame.city.map("abcd".index), frame.income], axis=1),
+        bins=[np.arange(11) - 0.5, np.arange(5) - 0.5, edges],
+    )
+    path = tmp_path / "g.parquet"
+    frame.to_parquet(path)
+    for source, engine in ((path, "duckdb"), (frame, "memory")):
+        result = io.histogram(source, domain, engine=engine)
+        assert result.counts.shape == (10, 4, 4) and np.array_equal(result.counts, expected), engine
+    assert io.Grid(*domain).label([2, 1, 3], [3, 1, 3]) == "age=20..39 & city=b & income in [50000, 100000]"
+    assert io.IntegerRange("age", 0, 99, 7).size == 15 and io.IntegerRange("age", 0, 99, 7).label(14, 14) == "age=98..99"
+
+
+values = st.one_of(st.integers(-20, 120), st.sampled_from(["", " ", "x", "3.5", " 7 ", "nan", "inf", "-inf", "1e1", None]),
+                   st.floats(-50, 150), st.just(math.nan))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(values, min_size=1, max_size=40), st.sampled_from(["error", "clamp"]))
+def test_duckdb_and_numpy_engines_agree_on_any_values(items, outside):
+    text = np.array([None if v is None else str(v) for v in items], dtype=object)
+    numbers = np.array([v for v in items if isinstance(v, (int, float))], dtype=np.float64)
+    domain = io.IntegerRange("v", 0, 99, width=3)
+    for column in (text, numbers):
+        outcomes = []
+        for engine in ("duckdb", "memory"):
+            try:
+                r = io.histogram(pd.DataFrame({"v": column}), domain, outside=outside, engine=engine)
+                outcomes.append((r.counts.tolist(), r.rows, r.below, r.above))
+            except io.RecordError as err:
+                outcomes.append(str(err).split(" (e.g.")[0])
+        assert outcomes[0] == outcomes[1]
+        classes = [_classify(v) for v in column]
+        if isinstance(outcomes[0], tuple):  # counted: every record, and none that the rules refuse
+            assert outcomes[0][1] == len(column) == sum(outcomes[0][0])
+            assert not {"missing", "invalid"} & set(classes)
+            assert outside == "clamp" or not {"below", "above"} & set(classes)
+        else:
+            assert f"{len(column)} record(s) read" in outcomes[0]
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda p: io.histogram(p, io.IntegerRange("height", 0, 9)), ValueError, "no column 'height'; columns: age, city"),
+    (lambda p: io.histogram(p, DOMAIN, engine="excel"), ValueError, "engine must be one of"),
+    (lambda p: io.histogram(p, DOMAIN, outside="drop"), ValueError, "outside must be one of"),
+    (lambda p: io.histogram(p, (0, 99)), TypeError, "never read from the data"),
+    (lambda p: io.histogram(str(p) + "*.nothing", DOMAIN), ValueError, "no file matches"),
+    (lambda p: io.histogram(p.with_suffix(".xlsx"), DOMAIN), ValueError, "records must be CSV"),
+    (lambda p: io.IntegerRange("age", 9, 0), ValueError, "upper .0. must be >= lower .9."),
+    (lambda p: io.IntegerRange("age", 0, 9.5), TypeError, "upper must be an integer"),
+    (lambda p: io.Bins("age", [0, 5, 5]), ValueError, "strictly increasing"),
+    (lambda p: io.Levels("city", ["a", "a"]), ValueError, "distinct"),
+    (lambda p: io.Grid(DOMAIN, io.IntegerRange("age", 0, 5)), ValueError, "one axis only"),
+])
+def test_bad_arguments_name_what_is_wrong(dirty, call, error, message):
+    if "xlsx" in message or "records must" in message:
+        dirty.with_suffix(".xlsx").write_text("x")
+    with pytest.raises(error, match=message):
+        call(dirty)
+
+
+# -- Spark ------------------------------------------------------------------------------------
+
+
+def _java() -> bool:
+    java = shutil.which("java")
+    return java is not None and subprocess.run([java, "-version"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark", reason="the Spark engine needs the [spark] extra")
+    if not _java():
+        pytest.skip("the Spark engine needs a Java runtime (java on PATH); none found")
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("blowfish_te-tests").config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def test_spark_duckdb_and_numpy_give_the_same_histogram_and_the_same_refusals(spark, tmp_path, dirty):
+    frame = _clean(4000, seed=2)
+    path = tmp_path / "s.csv"
+    frame.to_csv(path, index=False)
+    frame.to_parquet(tmp_path / "s.parquet")
+    domain = [io.IntegerRange("age", 0, 99, width=5), io.Levels("city", "abcd")]
+    counts = io.histogram(frame, domain, engine="memory").counts
+    for source, engine in ((str(path), "spark"), (str(tmp_path / "s.parquet"), "spark"), (spark.read.parquet(str(tmp_path / "s.parquet")), None),
+                           (str(path), "duckdb")):
+        result = io.histogram(source, domain, engine=engine, connection=spark if engine == "spark" else None)
+        assert np.array_equal(result.counts, counts) and result.rows == 4000, (source, engine)
+    reasons = []
+    for engine in ("spark", "duckdb"):
+        for outside in ("error", "clamp"):
+            with pytest.raises(io.RecordError) as err:
+                io.histogram(str(dirty), DOMAIN, engine=engine, outside=outside, connection=spark if engine == "spark" else None)
+            reasons.append(str(err.value).split(" (e.g.")[0])
+    assert reasons[0] == reasons[2] and reasons[1] == reasons[3] and "14 record(s) read" in reasons[0]
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def _run(*args):
+    return CliRunner().invoke(main, ["run", *map(str, args)])
+
+
+def test_run_refuses_a_blank_line_and_counts_every_record(tmp_path):
+    path = tmp_path / "ages.csv"
+    path.write_text("age\n3\n\n5\n")
+    result = _run(path, "--column", "age", "--lower", 0, "--upper", 9, "--epsilon", 1, "--seed", 0)
+    assert result.exit_code == 1 and "3 record(s) read" in result.output and "1 missing" in result.output
+    path.write_text("age\n3\n4\n5\n120\n")
+    result = _run(path, "--column", "age", "--lower", 0, "--upper", 9, "--epsilon", 1, "--seed", 0, "--outside", "clamp",
+                  "--workload", "prefix")
+    assert result.exit_code == 0, result.output
+    assert "4 record(s): 3 counted, 1 clamped" in result.stderr and "component total" in result.stderr
+    out = json.loads(result.stdout)
+    assert out["queries"][:2] == ["age=0", "age=0..1"] and out["queries"][-1] == "age=0..9"
+    assert out["component_totals"] == {"9": 4} and out["seed"] == 0 and out["version"] and out["secure"] is False
+
+
+def test_run_checks_the_output_before_any_noise_and_writes_labelled_csv(tmp_path, monkeypatch):
+    np.save(tmp_path / "x.npy", np.arange(16).reshape(4, 4))
+    import blowfish_te.cli as cli
+
+    def no_noise(*args, **kwargs):
+        raise AssertionError("noise drawn before the output was checked")
+
+    with monkeypatch.context() as m:
+        m.setattr(cli, "answer", no_noise)
+        for bad in (tmp_path / "missing" / "out.csv", tmp_path):
+            result = _run(tmp_path / "x.npy", "--epsilon", 1, "--output", bad)
+            assert result.exit_code == 1 and "checked before any noise is drawn" in result.output
+    out = tmp_path / "out.csv"
+    result = _run(tmp_path / "x.npy", "--epsilon", 1, "--policy", "grid:1", "--tree", "bfs", "--workload", "random_rects:5",
+                  "--format", "csv", "--output", out)
+    assert result.exit_code == 0, result.output
+    rows = out.read_text().splitlines()
+    assert rows[0].startswith("index,query,answer,version,") and len(rows) == 6
+    assert "fresh entropy" in rows[1] and ",True," in rows[1] and " x " in rows[1]
+
+
+def test_run_exits_130_on_an_interrupt(tmp_path, monkeypatch):
+    np.save(tmp_path / "x.npy", np.arange(8))
+    import blowfish_te.cli as cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "answer", interrupted)
+    assert _run(tmp_path / "x.npy", "--epsilon", 1, "--seed", 0).exit_code == 130
