@@ -236,13 +236,23 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
 @click.option("--data-dir", type=click.Path(file_okay=False), help=f"DPBench folder (default ${datasets.DATA_DIR_ENV}).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=pathlib.Path), help="Results folder (default results/<suite>).")
 @click.option("--jobs", default=1, show_default=True, type=click.IntRange(min=1), help="Processes.")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Run the cells on the workers of this Dask scheduler, e.g. tcp://host:8786 "
+                   "(pip install 'blowfish_te[distributed]'); not with --jobs > 1.")
 @click.option("--tiny", is_flag=True, help="The suite's [tiny] configuration: seconds, for CI.")
 @click.option("--fresh", is_flag=True, help="Discard earlier results in the folder instead of resuming.")
 @click.option("--plot/--no-plot", default=True, show_default=True, help="Draw the figures (needs matplotlib).")
-def bench(suite, data_dir, out_dir, jobs, tiny, fresh, plot):
-    """Run an experiment suite: a TOML file, or a name from the top-level workloads/ folder."""
-    from .evaluation import load_suite, markdown_table, run_suite, summarize
+def bench(suite, data_dir, out_dir, jobs, scheduler, tiny, fresh, plot):
+    """Run an experiment suite: a TOML file, or a name from the top-level workloads/ folder.
 
+    Exits with status 1 when any cell failed, after writing the results and a one-line account of
+    the failures to standard error.
+    """
+    from .evaluation import load_suite, markdown_table, run_suite, summarize
+    from .evaluation.runner import describe_failures
+
+    if scheduler is not None and jobs > 1:
+        raise click.UsageError("--scheduler and --jobs > 1 are mutually exclusive: the scheduler's workers run the cells")
     try:
         spec = load_suite(suite, tiny=tiny)
         out = out_dir or pathlib.Path("results") / (spec.name + ("-tiny" if tiny else ""))
@@ -251,8 +261,8 @@ def bench(suite, data_dir, out_dir, jobs, tiny, fresh, plot):
                 bar.length = total
                 bar.update(done - bar.pos)
 
-            rows = run_suite(spec, out, data_dir=data_dir, jobs=jobs, resume=not fresh, progress=progress)
-    except (ValueError, TypeError, OSError) as err:
+            rows = run_suite(spec, out, data_dir=data_dir, jobs=jobs, resume=not fresh, progress=progress, scheduler=scheduler)
+    except (ValueError, TypeError, OSError, ImportError) as err:
         _fail(err)
     click.echo(markdown_table(summarize(rows)))
     click.echo(f"results: {out / 'results.csv'}, summary: {out / 'summary.md'}")
@@ -263,8 +273,12 @@ def bench(suite, data_dir, out_dir, jobs, tiny, fresh, plot):
             metrics = ("objective_ratio",) if spec.workload["kind"] == "kmeans" else ("mse", "scaled_l2") if spec.scales else ("mse",)
             files = [f for metric in metrics for f in plot_results(out, metric)]
             click.echo(f"figures: {len(files)} files in {out}")
-        except ImportError as err:
+        except (ImportError, ValueError) as err:  # no matplotlib, or no cell with a value to draw
             click.echo(f"no figures: {err}", err=True)
+    failures = describe_failures(rows)
+    if failures:
+        click.echo(f"error: {failures}", err=True)
+        click.get_current_context().exit(1)
 
 
 @main.command()

@@ -13,7 +13,10 @@ from scipy import stats
 from blowfish_te import datasets, metrics
 from blowfish_te.cli import main
 from blowfish_te.evaluation import SUITES_DIR, SuiteError, cells, load_suite, parse_suite, read_rows, run_suite, summarize
+from blowfish_te.evaluation.runner import describe_failures
 from blowfish_te.evaluation.summary import pivot_table
+from blowfish_te.mechanisms import MECHANISMS, Mechanism
+from blowfish_te.release import plan
 
 SUITES = sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
 
@@ -101,12 +104,111 @@ def test_rows_hold_parameters_errors_and_the_right_epsilon(tmp_path):
     assert {r["scale"] for r in rows} == {500} and {r["domain"] for r in rows} == {"32"} and x.sum() == 500
     ident = [r for r in rows if r["mechanism"] == "identity" and r["policy"] == "line"]
     assert all(r["route"] == "transform" and r["expected_mse"] > 0 for r in ident)
-    # a mechanism that refuses a policy leaves an error row, not a crash and not a silent gap
-    suite = _suite(mechanisms=[{"name": "dawa"}])  # no tree: refused under the cyclic threshold policy
-    rows = run_suite(suite, tmp_path / "refused")
-    refused = [r for r in rows if r["policy"] == "threshold:3"]
-    assert refused and all(r["status"].startswith("error: CyclicPolicyError") and r["mse"] is None for r in refused)
-    assert all(s["n"] == 0 for s in summarize(rows) if s["policy"] == "threshold:3")
+    assert all(r["status"] == "ok" for r in rows)
+    # a mechanism that refuses a policy is refused with the suite, before any cell runs
+    with pytest.raises(SuiteError, match=r"mechanisms\[0\]: mechanism 'dawa' cannot run under policy 'threshold:3': "
+                                         r"CyclicPolicyError: threshold\(32, theta=3\) has cycles"):
+        _suite(mechanisms=[{"name": "dawa"}])  # no tree: a data-dependent mechanism under a cyclic policy
+
+
+class _RecordLimit(Mechanism, register=False):
+    """Laplace on the answers, refusing histograms of more than ``limit`` records: a refusal that
+    only the data reveal (the suite loads; the cells of large samples fail)."""
+
+    name = "record_limit"
+
+    def __init__(self, limit: int = 1000):
+        self.limit = limit
+
+    def run(self, workload, x, epsilon, rng=None):
+        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
+        if x.sum() > self.limit:
+            raise ValueError(f"{int(x.sum())} records, more than {self.limit}")
+        return workload.matvec(x) + gen.laplace(0.0, workload.column_norms().max() / epsilon, workload.num_queries)
+
+
+@pytest.fixture
+def record_limit(monkeypatch):
+    monkeypatch.setitem(MECHANISMS, "record_limit", _RecordLimit)
+
+
+def test_a_refusal_only_the_data_reveal_leaves_error_rows(tmp_path, record_limit):
+    suite = _suite(scales=[500, 5000], mechanisms=["identity", {"name": "record_limit", "policies": ["unbounded"]}])
+    rows = run_suite(suite, tmp_path)
+    failed = [r for r in rows if r["status"] != "ok"]
+    assert len(failed) == 2 * 2 * 2  # data seeds × ε × trials of the large sample, not a crash and not a silent gap
+    assert all(r["mechanism"] == "record_limit" and r["scale"] == 5000 and r["mse"] is None
+               and r["status"] == "error: ValueError: 5000 records, more than 1000" for r in failed)
+    by_config = {(s["mechanism"], s["scale"]): s for s in summarize(rows) if s["policy"] == "unbounded"}
+    assert by_config["record_limit", 5000]["n"] == 0 and by_config["record_limit", 500]["n"] == 2 * 2
+    assert describe_failures(rows) == f"8 of {len(rows)} cells failed: 8x ValueError: 5000 records, more than 1000"
+    assert describe_failures([r for r in rows if r["status"] == "ok"]) is None
+
+
+def test_failures_are_described_on_one_line_most_frequent_first():
+    rows = [{"status": "ok"}] * 5 + [{"status": "error: ValueError: " + "x" * 300}] + [{"status": "error: E: b"}] * 3 + [
+        {"status": f"error: E: c{i}"} for i in range(3)]
+    line = describe_failures(rows, shown=2, width=40)
+    assert line == f"7 of 12 cells failed: 3x E: b; 1x ValueError: {'x' * 25}...; and 3 more distinct error(s)"
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize("data, policies, mechanism, message", [
+    # Blowfish-native mechanisms pick their own measurements: no tree
+    ({"domain": 32}, ["threshold:3"], {"name": "ordered", "tree": "hub"}, "'threshold:3': ValueError: .*Blowfish-native"),
+    # record models on x_G of a policy that is not plain DP
+    ({"domain": 32}, ["line"], {"name": "uniform"}, "'line': ValueError: .*models the data as records"),
+    ({"domain": 4096}, ["threshold:1000"], {"name": "mwem", "tree": "hub"}, "'threshold:1000': ValueError: .*models the data"),
+    # data-dependent mechanisms on cyclic policies need a spanning tree
+    ({"domain": 32}, ["complete"], {"name": "privtree"}, "'complete': CyclicPolicyError"),
+    ({"datasets": ["synthetic-2d"], "domain": [16, 16]}, ["grid:4"], {"name": "dawa", "tree": "hub"}, "'grid:4': .*hub tree is for 1-D"),
+    # grid models need the grid itself: not a 1-D domain, not x_T of a spanning tree
+    ({"domain": 32}, ["unbounded"], {"name": "ugrid"}, "'unbounded': ValueError: ugrid partitions a 2-D grid"),
+    ({"datasets": ["synthetic-2d"], "domain": [16, 16]}, ["complete"], {"name": "agrid", "tree": "bfs"}, "'complete': .*agrid partitions a 2-D"),
+    # 1-D mechanisms on a grid
+    ({"datasets": ["synthetic-2d"], "domain": [16, 16]}, ["unbounded"], {"name": "ordered"}, "'unbounded': .*needs a 1-D ordered domain"),
+    # datasets at their native shape: refused when neither 1-D nor 2-D could run it
+    ({"datasets": ["HEPTH", "GOWALLA"], "domain": None}, ["complete"], {"name": "dawa"}, "'complete': CyclicPolicyError"),
+])
+def test_pairs_a_mechanism_cannot_run_are_refused_at_load(data, policies, mechanism, message):
+    raw = _raw_of(_suite())
+    raw["data"].update(scales=[1000], data_seeds=1, **data)
+    if raw["data"]["domain"] is None:
+        del raw["data"]["domain"]
+    raw.update(policies=policies, mechanisms=[{**mechanism, "label": "the one"}], workload={"kind": "identity"})
+    with pytest.raises(SuiteError, match=r"mechanisms\[0\]: mechanism 'the one' \(\w+\) cannot run under policy " + message):
+        parse_suite(raw)
+
+
+def test_pairs_that_can_run_load_and_the_check_plans_on_small_domains(monkeypatch):
+    from blowfish_te.evaluation import suite as suite_module
+
+    sizes = []
+
+    def recording(workload, policy, *args, **kwargs):
+        sizes.append(policy.size)
+        return plan(workload, policy, *args, **kwargs)
+
+    raw = _raw_of(_suite())
+    monkeypatch.setattr(suite_module, "plan", recording)
+    raw["data"].update(domain=4096, scales=[1000], data_seeds=1)
+    raw.update(policies=["unbounded", "line", "threshold:16", "threshold:4095"], mechanisms=[
+        "identity", "ordered", "partition_then_transform", {"name": "dawa", "tree": "hub"},
+        {"name": "uniform", "policies": ["unbounded"]},
+        {"name": "mwem", "tree": "hub", "policies": ["unbounded", "threshold:4095"]},  # θ = 4095 spans 4096 cells: DP
+    ])
+    parse_suite(raw)
+    assert len(sizes) == 4 * 4 + 1 + 2 and max(sizes) <= 32  # every pair, never on the 4096 cells
+    sizes.clear()
+    # native shapes: a 2-D grid model under DP may run on a 2-D dataset, so it is left to the run
+    del raw["data"]["domain"]
+    raw["data"]["datasets"] = ["GOWALLA"]
+    raw.update(policies=["unbounded"], mechanisms=["ugrid"], workload={"kind": "identity"})
+    parse_suite(raw)
+    assert sizes == [32, 64]  # tried in 1-D (refused) and in 2-D (runs)
+    raw.update(policies=["line"], workload={"kind": "random_rects", "queries": 5})
+    with pytest.raises(SuiteError, match=r"'random_rects' and policies \['line'\] fit no common number of axes"):
+        parse_suite(raw)
 
 
 def test_resume_skips_finished_cells_and_gives_the_same_table(tmp_path):
@@ -405,6 +507,24 @@ def test_cli_bench_plot_and_datasets(tmp_path):
     listing = _invoke("datasets")
     assert "synthetic-1d" in listing.output and "4096" in listing.output
     assert "does not exist" in _invoke("datasets", "--data-dir", tmp_path / "nowhere").output
+
+
+def test_cli_bench_exits_non_zero_when_cells_fail(tmp_path, record_limit):
+    suite = tmp_path / "limits.toml"
+    suite.write_text(
+        'name = "limits"\ndescription = "a sample too large for one mechanism"\nepsilons = [1.0]\npolicies = ["unbounded"]\n'
+        'trials = 2\n[data]\ndatasets = ["synthetic-1d"]\ndomain = 16\nscales = [100, 2000, 3000]\n[workload]\nkind = "prefix"\n'
+        '[[mechanisms]]\nname = "identity"\n[[mechanisms]]\nname = "record_limit"\n'
+    )
+    out = tmp_path / "res"
+    result = _invoke("bench", suite, "--out", out, "--no-plot")
+    assert result.exit_code == 1, result.output
+    assert len(read_rows(out / "results.csv")) == 12 and (out / "summary.md").exists()  # written all the same
+    assert "| synthetic-1d | 16 |" in result.stdout
+    assert result.stderr.splitlines()[-1] == ("error: 4 of 12 cells failed: 2x ValueError: 2000 records, more than 1000; "
+                                              "2x ValueError: 3000 records, more than 1000")
+    rerun = _invoke("bench", suite, "--out", out, "--no-plot")  # resuming runs nothing, and still says so
+    assert rerun.exit_code == 1 and "4 of 12 cells failed" in rerun.stderr
 
 
 def test_parquet_results_match_csv(tmp_path):

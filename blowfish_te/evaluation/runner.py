@@ -10,8 +10,15 @@ partition-then-transform at the same per-change budget release the same buckets 
 is their real difference, not the spread of rare partitions between two independent samples.
 
 Rows are appended to ``results.csv`` as cells finish; a rerun skips the cells already there (the
-suite's fingerprint must match). A cell whose mechanism refuses its policy (say, a native mechanism
-under unbounded DP) is recorded with ``status = "error: ..."`` and left out of the summary.
+suite's fingerprint must match). Pairs of a mechanism and a policy it cannot run are refused when
+the suite is loaded (:mod:`blowfish_te.evaluation.suite`); a cell that fails on its data all the
+same is recorded with ``status = "error: ..."``, left out of the summary and counted by
+:func:`describe_failures` (``blowfish-te bench`` then exits non-zero).
+
+Cells run in this process (``jobs=1``), in a pool of ``jobs`` processes, or on the workers of a
+Dask distributed scheduler (``scheduler=``; ``pip install 'blowfish_te[distributed]'``), in chunks
+of cells that share a data sample; every worker loads each sample it is given once. The results
+do not depend on which of the three ran them.
 
 A ``kmeans`` suite measures ``objective`` (He et al. Eq. 10 after the last iteration) and
 ``objective_ratio``, its ratio to non-private Lloyd iterations from the same public starting
@@ -21,11 +28,15 @@ centres, drawn from the run's seed: every variant of a trial starts from the sam
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import json
+import os
 import pathlib
+import threading
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -40,7 +51,7 @@ from ..metrics import per_query_mse, scaled_l2_error
 from ..release import answer
 from .suite import Suite, SuiteError, policy_theta
 
-__all__ = ["Cell", "COLUMNS", "cells", "run_suite", "read_rows"]
+__all__ = ["Cell", "COLUMNS", "cells", "describe_failures", "run_suite", "read_rows"]
 
 #: Columns of the tidy table, in order.
 COLUMNS = [
@@ -183,7 +194,7 @@ class _Context:
         row.update(workload=workload.name, queries=workload.num_queries)
         start = time.perf_counter()
         try:
-            tree = None if policy.is_forest else spec.tree
+            tree = spec.tree_for(policy)
             if (cell.mechanism, cell.policy) not in self.mechanisms:
                 self.mechanisms[cell.mechanism, cell.policy] = spec.build()
             mechanism = self.mechanisms[cell.mechanism, cell.policy]
@@ -203,16 +214,67 @@ class _Context:
         return row
 
 
-_WORKER: _Context | None = None
+_LOCAL = threading.local()  # a worker thread's context, kept between the chunks of one suite
 
 
-def _init_worker(suite: Suite, data_dir) -> None:
-    global _WORKER
-    _WORKER = _Context(suite, data_dir)
+def _run_chunk(suite: Suite, data_dir, chunk: list[Cell]) -> list[dict]:
+    """Run ``chunk`` in a pool process or a Dask worker thread, reusing that thread's caches
+    (data sample, policies, mechanisms) while the suite and data directory stay the same."""
+    held = getattr(_LOCAL, "context", None)
+    if held is None or held[0] != (suite, data_dir):
+        held = _LOCAL.context = ((suite, data_dir), _Context(suite, data_dir))
+    return [held[1].run(cell) for cell in chunk]
 
 
-def _run_chunk(chunk: list[Cell]) -> list[dict]:
-    return [_WORKER.run(cell) for cell in chunk]
+def _chunks(todo: list[Cell], size: int = 64) -> list[list[Cell]]:
+    """Cells grouped by data sample, so each worker loads and samples each dataset once."""
+    groups: dict = {}
+    for c in todo:
+        groups.setdefault((c.dataset, c.scale, c.data_seed), []).append(c)
+    return [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)]
+
+
+def _client(scheduler):
+    """A ``distributed.Client`` for ``scheduler`` and whether this run opened it (and closes it)."""
+    try:
+        import distributed
+    except ImportError:
+        raise ImportError(
+            "running a suite on a Dask scheduler needs the distributed package: pip install 'blowfish_te[distributed]'"
+        ) from None
+    if isinstance(scheduler, distributed.Client):
+        return scheduler, False
+    if not isinstance(scheduler, str) or not scheduler:
+        raise TypeError(f"scheduler must be an address such as 'tcp://127.0.0.1:8786' or a distributed.Client, got {scheduler!r}")
+    return distributed.Client(scheduler), True
+
+
+def _run_on_client(client, suite: Suite, data_dir, chunks: list, record) -> None:
+    """Spread ``chunks`` over the client's workers and record each as it finishes."""
+    import distributed
+
+    futures = []
+    try:
+        shared = client.scatter(suite, broadcast=True)  # sent once, not with every chunk
+        futures = [client.submit(_run_chunk, shared, data_dir, chunk, pure=False) for chunk in chunks]
+        for future in distributed.as_completed(futures):
+            record(future.result())
+    finally:
+        client.cancel([f for f in futures if not f.done()])
+
+
+def describe_failures(rows: list[dict], shown: int = 3, width: int = 120) -> str | None:
+    """One line on the rows whose status is an error: how many of all, and the distinct messages,
+    most frequent first, with their counts (at most ``shown`` of them, each cut to ``width``
+    characters); None when every row is ok."""
+    errors = Counter(r["status"].removeprefix("error:").strip() for r in rows if str(r["status"]).startswith("error"))
+    if not errors:
+        return None
+    failed = sum(errors.values())
+    parts = [f"{n}x {msg if len(msg) <= width else msg[: width - 3] + '...'}" for msg, n in errors.most_common(shown)]
+    if len(errors) > shown:
+        parts.append(f"and {len(errors) - shown} more distinct error(s)")
+    return f"{failed} of {len(rows)} cells failed: " + "; ".join(parts)
 
 
 def read_rows(path) -> list[dict]:
@@ -255,27 +317,46 @@ def run_suite(
     jobs: int = 1,
     resume: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    scheduler=None,
 ) -> list[dict]:
     """Run every cell of ``suite`` not yet in ``out_dir/results.csv`` and return all rows.
 
     Writes ``results.csv`` (tidy, sorted by cell), ``results.parquet`` when pyarrow is installed
     (``pip install blowfish_te[evaluation]``), ``summary.csv`` and ``summary.md``. ``progress`` is
     called with (cells done, cells in all) as cells finish.
-    """
-    from .summary import summarize, write_summary
 
+    ``scheduler``: the address of a Dask distributed scheduler (``"tcp://host:8786"``) or a
+    ``distributed.Client``, to run the cells on its workers instead of here (with ``jobs=1``).
+    The workers need blowfish_te and read the datasets from ``data_dir`` (else
+    ``$BLOWFISH_TE_DATA`` as set here), an absolute path they must see too; built-in datasets
+    need no folder.
+    """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    out = pathlib.Path(out_dir)
+    if scheduler is not None and jobs != 1:
+        raise ValueError(f"give a scheduler or jobs > 1, not both (got jobs={jobs}): the scheduler's workers run the cells")
+    if data_dir is None:
+        data_dir = os.environ.get(datasets.DATA_DIR_ENV)
+    if data_dir is not None:  # the same folder for every process and worker, whatever its directory
+        data_dir = str(pathlib.Path(data_dir).expanduser().absolute())
+    if scheduler is None:
+        return _run(suite, pathlib.Path(out_dir), data_dir, jobs, resume, progress, None)
+    client, opened = _client(scheduler)  # connect before touching earlier results
+    try:
+        return _run(suite, pathlib.Path(out_dir), data_dir, jobs, resume, progress, client)
+    finally:
+        if opened:
+            client.close()
+
+
+def _run(suite: Suite, out: pathlib.Path, data_dir, jobs: int, resume: bool, progress, client) -> list[dict]:
+    from .summary import summarize, write_summary
+
     done = _check_resume(out, suite, resume)
     todo = [c for c in cells(suite) if c.key(suite) not in done]
     total = len(todo) + len(done)
     results = out / "results.csv"
-    # group cells by data sample so each process loads and samples each dataset once
-    groups: dict = {}
-    for c in todo:
-        groups.setdefault((c.dataset, c.scale, c.data_seed), []).append(c)
-    chunks = [g[i : i + 64] for g in groups.values() for i in range(0, len(g), 64)]
+    chunks = _chunks(todo)
     with open(results, "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         if not done:
@@ -290,13 +371,16 @@ def run_suite(
             if progress:
                 progress(finished, total)
 
-        if jobs == 1:
+        if client is not None:
+            if chunks:
+                _run_on_client(client, suite, data_dir, chunks, record)
+        elif jobs == 1:
             context = _Context(suite, data_dir)
             for chunk in chunks:
                 record([context.run(c) for c in chunk])
         else:
-            with ProcessPoolExecutor(jobs, initializer=_init_worker, initargs=(suite, data_dir)) as pool:
-                for rows in pool.map(_run_chunk, chunks):
+            with ProcessPoolExecutor(jobs) as pool:
+                for rows in pool.map(functools.partial(_run_chunk, suite, data_dir), chunks):
                     record(rows)
     order = {c.key(suite): i for i, c in enumerate(cells(suite))}
     rows = sorted((r for r in read_rows(results) if r["key"] in order), key=lambda r: order[r["key"]])

@@ -33,6 +33,14 @@ A suite names datasets, policies, one workload, mechanisms, ε values and trials
     tree = "hub"                      # optional: spanning tree for cyclic policies (data-dependent
                                       # mechanisms need one), a name from trees.candidates
 
+    Every mechanism is checked against every policy it runs under when the suite is loaded: a pair
+    that :func:`blowfish_te.plan` refuses, or whose release the mechanism refuses (a grid mechanism
+    on a 1-D domain or on x_T of a spanning tree, a 1-D mechanism on a grid), is a
+    :class:`SuiteError` then, not a column of error rows later. The check plans and releases on a
+    small domain of the suite's dimensionality (:data:`PROBE_SIDE` cells per axis, one record per
+    cell) with θ scaled so that the policy keeps its kind (a forest, plain DP, or neither); what
+    only the real data can reveal stays a run-time error row.
+
     A ``kmeans`` suite runs :func:`blowfish_te.kmeans.blowfish_kmeans` instead of answering a
     workload: its mechanisms are all named ``"kmeans"``, with ``params`` among ``sensitivity`` and
     ``size_share``, and a row measures the objective over that of non-private Lloyd iterations
@@ -54,13 +62,17 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 
+import numpy as np
+
 from .. import kmeans as km
 from .. import policies as pol
 from .. import workloads as wl
 from ..errors import SpecError, SuiteError
 from ..mechanisms import Mechanism, mechanism_class
+from ..release import plan
 
-__all__ = ["KINDS", "SUITES_DIR", "MechanismSpec", "Suite", "SuiteError", "load_suite", "parse_suite", "policy_theta"]
+__all__ = ["KINDS", "PROBE_SIDE", "SUITES_DIR", "MechanismSpec", "Suite", "SuiteError", "load_suite", "parse_suite",
+           "policy_theta"]
 
 def _suites_dir() -> pathlib.Path:
     try:  # installed (wheel or editable): the package data
@@ -97,6 +109,11 @@ class MechanismSpec:
     def build(self) -> Mechanism:
         """A fresh mechanism instance with the suite's parameters."""
         return mechanism_class(self.name)(**self.params)
+
+    def tree_for(self, policy: pol.Policy) -> str | None:
+        """The spanning tree to pass for ``policy``: the suite's tree for a cyclic policy, none
+        for a forest (which is its own exact transform)."""
+        return None if policy.is_forest else self.tree
 
 
 @dataclass(frozen=True)
@@ -227,6 +244,83 @@ def _mechanism(where: str, entry, policies: tuple[str, ...], kmeans: bool = Fals
     return MechanismSpec(name, label, dict(params), only, float(factor), tree)
 
 
+#: Cells per axis of the small domain on which a suite's (mechanism, policy) pairs are checked at
+#: load time, by number of axes (domains smaller than this are checked as they are).
+PROBE_SIDE = {1: 32, 2: 8}
+_PROBE_QUERIES = 32  # random workloads are drawn this large on the small domain
+_ONE_D_KINDS = ("all_ranges", "random_ranges")
+
+
+def _probe_domains(domains, kind: str, policies: tuple[str, ...]) -> tuple[list, bool]:
+    """The domains to check pairs on, as (real shape or None, small shape), and whether a pair is
+    refused when any of them refuses it (the suite's own domains) or only when all do (datasets at
+    their native shapes, of a dimensionality the suite does not fix: 1-D and 2-D are both tried)."""
+    if domains is not None:
+        return [(d, tuple(min(s, PROBE_SIDE.get(len(d), 4)) for s in d)) for d in domains], False
+    ndims = {1, 2}
+    if kind in _ONE_D_KINDS or any(p.partition(":")[0] in ("line", "threshold") for p in policies):
+        ndims &= {1}
+    if kind == "random_rects":
+        ndims &= {2}
+    return [(None, (PROBE_SIDE[d],) * d) for d in sorted(ndims)], True
+
+
+def _probe_specs(spec: str, real, small: tuple[int, ...]) -> list[str]:
+    """``spec`` for the small domain, of the same kind as on the real one: θ = 1 stays, a θ that
+    reaches across the real domain becomes the complete graph (plain DP), any other θ at most
+    the small domain's span - 1 (cyclic, not DP). With the real shape unknown (assumed at least
+    the small one), a θ that spans the small domain may be either: both are returned."""
+    kind, _, arg = spec.partition(":")
+    if kind not in ("threshold", "grid") or not arg.isdigit():
+        return [spec]
+    theta, span = int(arg), sum(s - 1 for s in small)
+    full = "threshold:full" if kind == "threshold" else "complete"
+    if real is not None and theta >= sum(s - 1 for s in real):
+        return [full]
+    scaled = f"{kind}:{theta if theta == 1 else max(1, min(theta, span - 1))}"
+    return [scaled, full] if real is None and theta >= span else [scaled]
+
+
+def _refusal(spec: MechanismSpec, policy_spec: str, kind: dict, small: tuple[int, ...]) -> str | None:
+    """Why ``spec`` cannot release under ``policy_spec`` on the small domain, or None: the same
+    :func:`blowfish_te.plan` the runner's releases go through, executed on one record per cell."""
+    try:
+        policy = pol.from_spec(policy_spec, small)
+        workload = wl.from_spec(kind, small)
+        the_plan = plan(workload, policy, 1.0, spec.build(), tree=spec.tree_for(policy))
+        the_plan.release(np.ones(small, dtype=np.int64), np.random.default_rng(0))
+    except (ValueError, TypeError) as err:
+        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    return None
+
+
+def _check_pairs(where: str, workload: dict, domains, policies: tuple[str, ...], mechanisms, index: dict) -> None:
+    """Refuse the first (mechanism, policy) pair of the suite that cannot run (see the module)."""
+    probes, every = _probe_domains(domains, workload["kind"], policies)
+    if not probes:
+        _fail(where, f"workload {workload['kind']!r} and policies {list(policies)} fit no common number of axes")
+    kind = {**workload, "queries": min(workload["queries"], _PROBE_QUERIES)} if "queries" in workload else workload
+    for real, _ in probes if not every else ():
+        try:
+            wl.from_spec(kind, real)
+        except SpecError as err:
+            _fail(f"{where} [workload]", str(err))
+    for spec in mechanisms:
+        for policy_spec in spec.policies or policies:
+            if policy_spec not in policies:  # left out by [tiny]
+                continue
+            reasons = []
+            for real, small in probes:
+                refusals = [_refusal(spec, probe, kind, small) for probe in _probe_specs(policy_spec, real, small)]
+                reasons.append(refusals[0] if all(refusals) else None)
+            refused = all(reasons) if every else any(reasons)
+            if refused:
+                (_, small), reason = next((p, r) for p, r in zip(probes, reasons) if r)
+                name = repr(spec.label) + ("" if spec.label == spec.name else f" ({spec.name})")
+                _fail(f"{where} mechanisms[{index[spec.label]}]", f"mechanism {name} cannot run under policy "
+                      f"{policy_spec!r}: {reason} (found on a small domain of shape {small})")
+
+
 def load_suite(path, tiny: bool = False) -> Suite:
     """Read and validate a suite: a path to a TOML file, or the name of one in :data:`SUITES_DIR`.
 
@@ -313,6 +407,8 @@ def parse_suite(raw: dict, where: str = "suite", tiny: bool = False) -> Suite:
         if set(keep) - set(labels):
             _fail(f"{where} [tiny]", f"mechanisms {sorted(set(keep) - set(labels))} are not labels of the suite: {labels}")
         mechanisms = tuple(m for m in mechanisms if m.label in keep)
+    if kind != "kmeans":  # k-means variants run on any 1-D or 2-D policy
+        _check_pairs(where, workload, domains, policies, mechanisms, {label: i for i, label in enumerate(labels)})
     return Suite(
         name=name,
         description=raw["description"],
