@@ -39,7 +39,6 @@ _MAX = "1.7976931348623157e308"  # the largest double: |v| above it is ±inf
 class Dialect:
     """What differs between the SQL of DuckDB and of Spark."""
 
-    name: str
     text_type: str
     quote: str
 
@@ -47,8 +46,8 @@ class Dialect:
         return self.quote + column.replace(self.quote, self.quote * 2) + self.quote
 
 
-DUCKDB = Dialect("duckdb", "VARCHAR", '"')
-SPARK = Dialect("spark", "STRING", "`")
+DUCKDB = Dialect("VARCHAR", '"')
+SPARK = Dialect("STRING", "`")
 
 
 def _literal(text: str) -> str:

@@ -66,7 +66,7 @@ def _duckdb():
     return duckdb
 
 
-def _duckdb_relation(source, grid: Grid, con):
+def _duckdb_relation(source, con):
     """A relation over the records, the CSV files it reads (to find skipped blank lines), and a name."""
     duckdb = _duckdb()
     if isinstance(source, duckdb.DuckDBPyRelation):
@@ -111,7 +111,7 @@ def duckdb_groups(source, grid: Grid, connection=None):
     """GROUP BY the binned columns in DuckDB (out of core, parallel)."""
     duckdb = _duckdb()
     con = connection if connection is not None else duckdb.connect()
-    rel, csv_files, where = _duckdb_relation(source, grid, con)
+    rel, csv_files, where = _duckdb_relation(source, con)
     _check_columns(rel.columns, grid, f"source {where}")
     view = f"records_{id(rel)}"
     rel.create_view(view, replace=True)
@@ -192,9 +192,7 @@ def _columns(source) -> dict[str, np.ndarray]:
     module = type(source).__module__
     if isinstance(source, dict):
         return {k: np.asarray(v) for k, v in source.items()}
-    if module.startswith("pandas"):
-        return {c: source[c].to_numpy() for c in source.columns}
-    if module.startswith("polars"):
+    if module.startswith(("pandas", "polars")):
         return {c: source[c].to_numpy() for c in source.columns}
     if module.startswith("pyarrow"):
         return {c: source.column(c).to_numpy(zero_copy_only=False) for c in source.column_names}
