@@ -255,7 +255,9 @@ def _run_on_client(client, suite: Suite, data_dir, chunks: list, record) -> None
 
     futures = []
     try:
-        shared = client.scatter(suite, broadcast=True)  # sent once, not with every chunk
+        # sent once, not with every chunk; a fresh key (hash=False), because a content-hashed key
+        # that an earlier run on the same cluster is still releasing can vanish under this run
+        shared = client.scatter(suite, broadcast=True, hash=False)
         futures = [client.submit(_run_chunk, shared, data_dir, chunk, pure=False) for chunk in chunks]
         for future in distributed.as_completed(futures):
             record(future.result())
