@@ -143,7 +143,8 @@ def _query_labels(workload, domain) -> list[str]:
     lo, hi = bounds
     if domain is not None:
         return [domain.label(a, b) for a, b in zip(lo, hi)]
-    return [" x ".join(f"{a}..{b}" if a != b else f"{a}" for a, b in zip(row_lo, row_hi)) for row_lo, row_hi in zip(lo, hi)]
+    axes = [[f"{a}" if a == b else f"{a}..{b}" for a, b in zip(lo[:, j].tolist(), hi[:, j].tolist())] for j in range(lo.shape[1])]
+    return axes[0] if len(axes) == 1 else [" x ".join(parts) for parts in zip(*axes)]
 
 
 def _check_output(output: pathlib.Path | None) -> None:
@@ -219,8 +220,9 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
     with open(output, "w", newline="") if output else contextlib.nullcontext(sys.stdout) as stream:
         if fmt == "json":
             fields["queries"] = labels
-            json.dump(fields, stream, indent=1)
-            stream.write("\n")
+            # one line per field, each value compact: readable, and fast for a million answers
+            lines = [f" {json.dumps(key)}: {json.dumps(value)}" for key, value in fields.items()]
+            stream.write("{\n" + ",\n".join(lines) + "\n}\n")
         else:
             meta = {k: fields[k] for k in ("version", "epsilon", "policy", "mechanism", "route", "tree", "stretch", "workload",
                                             "expected_mse", "noise_scale", "sampler", "secure", "seed")}
