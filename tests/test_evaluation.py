@@ -557,8 +557,41 @@ def test_plots_split_crowded_figures_by_policy_and_lines_by_scale(tmp_path, monk
     plots.plot_results(tmp_path, "scaled_l2")
     # 5 mechanisms × 3 policies = 15 lines > MAX_LINES_PER_PANEL: one panel per policy, against the scale
     assert [t for t, _ in figures["synthetic-1d_scaled_l2_vs_scale"]] == [
-        "synthetic-1d — unbounded", "synthetic-1d — threshold:1", "synthetic-1d — threshold:3"]
+        "policy unbounded — ε = 1", "policy threshold:1 — ε = 1", "policy threshold:3 — ε = 1"]
     # θ panels: one line per (ε, scale), never one line zig-zagging across scales
     theta = dict(figures["synthetic-1d_scaled_l2_vs_theta"])
-    assert set(theta) == {f"synthetic-1d — {m}" for m in ("identity", "laplace", "hb", "h2", "privelet")}
+    assert set(theta) == {"identity", "laplace", "hb", "h2", "privelet"}
     assert all(count == 2 for count in theta.values())
+
+
+@pytest.mark.parametrize("trials", [2, 5])
+def test_figures_a_reader_can_trust(tmp_path, monkeypatch, trials):
+    """Legible legends, one y scale per figure, plain ε and θ ticks, titles that say what was run,
+    and confidence bars only where there are enough runs."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.container import ErrorbarContainer
+
+    from blowfish_te.evaluation import plots
+
+    suite = _suite(epsilons=[0.1, 0.6, 1.0], trials=trials, data_seeds=1, policies=["unbounded", "threshold:1", "threshold:3"],
+                   mechanisms=["identity", "hb", "h2", "privelet", "laplace"])
+    run_suite(suite, tmp_path)
+    figures = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, out, stem, written: figures.update({stem: fig}))
+    plots.plot_results(tmp_path, "mse")
+    fig = figures["synthetic-1d_mse_vs_epsilon"]
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 3 and len({ax.get_ylim() for ax in axes}) == 1  # panels share one y scale
+    for ax in axes:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["0.1", "0.6", "1"]  # not 6×10^-1
+        assert all(t.get_fontsize() >= 9 for t in ax.get_legend().get_texts())
+        bars = [c.has_yerr for c in ax.containers if isinstance(c, ErrorbarContainer)]
+        assert bars and all(bars) == (trials >= plots.MIN_RUNS_FOR_CI) and any(bars) == all(bars)
+        for caps in (c.lines[2] for c in ax.containers if c.has_yerr):  # no bar runs to the bottom of the axis
+            assert all(path.vertices[:, 1].min() > 0 for seg in caps for path in seg.get_paths())
+    title = fig.get_suptitle() + " " + axes[1].get_title()
+    assert all(part in title for part in ("synthetic-1d", "random_ranges", "threshold:1"))
+    assert f"runs per point: {trials}" in fig.get_supxlabel()
+    theta = figures["synthetic-1d_mse_vs_theta"]
+    assert "ε = 0.1" in [t.get_text() for t in theta.axes[0].get_legend().get_texts()]
+    assert [t.get_text() for t in theta.axes[0].get_xticklabels()] == ["1", "3"]
