@@ -343,3 +343,68 @@ def list_datasets(data_dir):
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        shape = ()
+    if not shape or min(shape) < 1 or len(shape) > 2:
+        raise click.BadParameter(f"{text!r}: give the number of cells, e.g. 4096, or a 2-D grid, e.g. 128x128")
+    return shape
+
+
+@main.command()
+@click.option("--shape", "shape_text", required=True, help="The domain: cells (4096) or a grid (128x128). No data is read.")
+@click.option("--workload", "workload_spec", default="prefix", show_default=True,
+              help="identity, prefix, all_ranges, random_ranges:M or random_rects:M.")
+@click.option("--workload-seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of random workloads.")
+@click.option("--policy", "policy_specs", multiple=True,
+              help="A candidate policy (repeatable). Default: unbounded, line and threshold:4/16/64 in 1-D; "
+                   "unbounded and grid:1/4/16 in 2-D.")
+@click.option("--epsilon", "epsilons", multiple=True, type=click.FloatRange(min=0, min_open=True),
+              help="ε to compare (repeatable). Default: 0.1, 0.5, 1.")
+@click.option("--mechanism", default="hb", show_default=True, help="A data-independent mechanism (its error is analytic).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=pathlib.Path),
+              help="Also draw the errors against ε and θ to this PNG or SVG file (needs matplotlib).")
+def explore(shape_text, workload_spec, workload_seed, policy_specs, epsilons, mechanism, plot_path):
+    """Compare candidate policies before spending any budget: what each protects and what it costs.
+
+    Prints, for every policy, the bound e^(ε·d) on telling apart pairs of values d policy hops apart
+    (or 'none' where the policy does not protect them), and the analytic per-query RMSE of the
+    mechanism's planned release for every policy and ε. Needs only the domain's shape.
+    """
+    from .evaluation.summary import markdown_table
+    from .explore import expected_errors, guarantees, plot_expected_errors
+
+    shape = _shape(shape_text)
+    specs = list(policy_specs) or (["unbounded", "line", "threshold:4", "threshold:16", "threshold:64"] if len(shape) == 1
+                                   else ["unbounded", "grid:1", "grid:4", "grid:16"])
+    epsilons = sorted(set(epsilons or (0.1, 0.5, 1.0)))
+    try:
+        if plot_path is not None:
+            _check_output(plot_path)
+        workload = _build_workload(workload_spec, shape, workload_seed, None)
+        candidates = {spec: _policy(spec, shape) for spec in specs}
+        rows = expected_errors(workload, specs, epsilons, mechanism)
+    except (ValueError, TypeError, OSError) as err:
+        _fail(err)
+
+    table = {spec: guarantees(policy) for spec, policy in candidates.items()}
+    pairs = [g.pair for g in table[specs[0]]]
+    for epsilon in epsilons:
+        click.echo(f"Guarantees at ε = {epsilon:g}: e^(ε·d), the most an output can favour one value of a pair over the other")
+        click.echo(markdown_table([{"pair": pair, **{spec: table[spec][i].describe(epsilon) for spec in specs}}
+                                   for i, pair in enumerate(pairs)], ["pair", *specs]))
+        click.echo("")
+    click.echo(f"Expected per-query RMSE of {mechanism} on {workload.name} (analytic; route in brackets)")
+    columns = [f"ε = {epsilon:g}" for epsilon in epsilons]
+    click.echo(markdown_table([{"policy": spec, **{f"ε = {r['epsilon']:g}": f"{r['rmse']:.4g} [{r['route']}]"
+                                                   for r in rows if r["policy"] == spec}} for spec in specs], ["policy", *columns]))
+    if plot_path is not None:
+        try:
+            plot_expected_errors(rows, plot_path, f"{mechanism} on {workload.name}")
+        except ImportError as err:
+            _fail(err)
+        click.echo(f"figure: {plot_path}")
