@@ -93,7 +93,9 @@ class BudgetAccountant:
     moves : how neighbours under the constraints move records, ``"any"`` or ``"edges"`` (see
         :mod:`blowfish_te.constraints.graph`).
 
-    Example::
+    Examples
+    --------
+    ::
 
         acct = BudgetAccountant(1.0, policies.line(k))
         r1 = acct.answer(workloads.prefix(k), x, 0.4, rng=0)      # spent 0.4

@@ -403,6 +403,8 @@ def answer(
     moves : how neighbours under constraints may move records: ``"any"`` (He et al. Def. 4.1 as
         written) or ``"edges"`` (along policy edges only); see :mod:`blowfish_te.constraints.graph`.
 
+    Notes
+    -----
     Privacy: transform route — the mechanism is (ε/ℓ)-DP for unit changes of x_T, hence (ε/ℓ, T)-
     and (ε, G)-Blowfish (see above); exact route — Laplace noise calibrated to Δ_G(A) from the
     policy's edges. The route is chosen without looking at x.

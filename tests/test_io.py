@@ -235,6 +235,23 @@ def test_spark_duckdb_and_numpy_give_the_same_histogram_and_the_same_refusals(sp
                 io.histogram(str(dirty), DOMAIN, engine=engine, outside=outside, connection=spark if engine == "spark" else None)
             reasons.append(str(err.value).split(" (e.g.")[0])
     assert reasons[0] == reasons[2] and reasons[1] == reasons[3] and "14 record(s) read" in reasons[0]
+    spark_clamp = str(pytest.raises(io.RecordError, io.histogram, str(dirty), DOMAIN, engine="spark", outside="clamp",
+                                    connection=spark).value)
+    assert "'130'" not in spark_clamp.split(" (e.g.")[1]  # examples of refused values only
+
+
+def test_examples_name_only_the_refused_values(tmp_path):
+    path = tmp_path / "ages.csv"
+    path.write_text("age\n34\n\n130\nabc\n")
+    age = io.IntegerRange("age", 0, 99)
+    for source, engine in ((str(path), "duckdb"), ({"age": ["34", None, "130", "abc"]}, "memory")):
+        with pytest.raises(io.RecordError) as refused:
+            io.histogram(source, age, engine=engine)
+        assert "'130'" in str(refused.value) and "'abc'" in str(refused.value)
+        with pytest.raises(io.RecordError) as clamped:  # 130 is clamped, so it is no example of a refusal
+            io.histogram(source, age, engine=engine, outside="clamp")
+        examples = str(clamped.value).split(" (e.g.")[1]
+        assert "'abc'" in examples and "'130'" not in examples, engine
 
 
 # -- the command line -------------------------------------------------------------------------

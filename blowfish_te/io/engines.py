@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .domain import DUCKDB, MISSING, OK, SPARK, Dialect, Grid
+from .domain import DUCKDB, MISSING, SPARK, Dialect, Grid
 from .records import RecordError, _files, _is_sql, _kind, _suffix, csv_lines
 
 __all__ = ["duckdb_groups", "memory_groups", "spark_groups"]
@@ -121,10 +121,10 @@ def duckdb_groups(source, grid: Grid, connection=None):
     rows = con.sql(f"SELECT {keys}, count(*) FROM ({binning}) GROUP BY ALL").fetchall()
     groups = _with_skipped_lines(np.array(rows, dtype=np.int64).reshape(-1, 2 * d + 1), grid, csv_files)
 
-    def examples(a: int) -> list:
+    def examples(a: int, codes: tuple[int, ...]) -> list:
         column = DUCKDB.ident(grid.axes[a].column)
         query = binning.replace("SELECT ", f"SELECT CAST({column} AS VARCHAR) AS raw, ", 1)
-        found = con.sql(f"SELECT DISTINCT raw FROM ({query}) WHERE s{a} <> {OK} LIMIT {_EXAMPLES}").fetchall()
+        found = con.sql(f"SELECT DISTINCT raw FROM ({query}) WHERE s{a} IN ({', '.join(map(str, codes))}) LIMIT {_EXAMPLES}").fetchall()
         return [r[0] for r in found]
 
     return groups, examples
@@ -176,10 +176,10 @@ def spark_groups(source, grid: Grid, connection=None):
     groups = np.array([[int(r[k]) for k in keys] + [int(r["n"])] for r in rows], dtype=np.int64).reshape(-1, 2 * d + 1)
     groups = _with_skipped_lines(groups, grid, csv_files)
 
-    def examples(a: int) -> list:
+    def examples(a: int, codes: tuple[int, ...]) -> list:
         column = SPARK.ident(grid.axes[a].column)
         query = binning.replace("SELECT ", f"SELECT CAST({column} AS STRING) AS raw, ", 1)
-        found = df.sparkSession.sql(f"SELECT DISTINCT raw FROM ({query}) WHERE s{a} <> {OK} LIMIT {_EXAMPLES}").collect()
+        found = df.sparkSession.sql(f"SELECT DISTINCT raw FROM ({query}) WHERE s{a} IN ({', '.join(map(str, codes))}) LIMIT {_EXAMPLES}").collect()
         return [r["raw"] for r in found]
 
     return groups, examples
@@ -212,8 +212,8 @@ def memory_groups(source, grid: Grid, connection=None):
         return np.zeros((0, 2 * len(grid.axes) + 1), dtype=np.int64), None
     keys, counts = np.unique(stacked, axis=0, return_counts=True)
 
-    def examples(a: int) -> list:
-        values = columns[grid.axes[a].column][binned[a][0] != OK]
+    def examples(a: int, codes: tuple[int, ...]) -> list:
+        values = columns[grid.axes[a].column][np.isin(binned[a][0], codes)]
         return [None if v is None else str(v) for v in list(dict.fromkeys(values.tolist()))[:_EXAMPLES]]
 
     return np.concatenate([keys, counts[:, None]], axis=1), examples

@@ -153,8 +153,11 @@ def histogram(source, domain, *, outside: str = "error", engine: str | None = No
         (numpy, for in-memory sources).
     connection : a DuckDB connection (default: a new in-memory one) or a SparkSession.
 
-    Returns a :class:`HistogramResult`; raises :class:`RecordError` (no histogram) when a record
-    cannot be counted, naming the column, how many and example values.
+    Returns
+    -------
+    HistogramResult
+        The counts and the account of every record. :class:`RecordError` (no histogram) is
+        raised when a record cannot be counted, naming the column, how many and example values.
     """
     grid = as_grid(domain)
     if outside not in OUTSIDE:
@@ -184,7 +187,9 @@ def _assemble(groups: np.ndarray, examples, grid: Grid, outside: str, engine: st
         if outside == "error":
             parts += [f"{n} {_REASONS[code]} ({axis.describe()})" for code, n in sides.items() if n]
         if parts:
-            shown = examples(a) if examples else []
+            # examples of the refused values only: clamped ones are counted, not refused
+            codes = tuple(code for code, n in (*refused.items(), *(sides.items() if outside == "error" else ())) if n)
+            shown = examples(a, codes) if examples else []
             problems.append(f"column {axis.column!r}: " + ", ".join(parts) + (f" (e.g. {', '.join(map(repr, shown))})" if shown else ""))
     if problems:
         outside_found = bool(np.isin(status, (BELOW, ABOVE)).any())
