@@ -175,6 +175,33 @@ def test_duckdb_and_numpy_engines_agree_on_any_values(items, outside):
             assert f"{len(column)} record(s) read" in outcomes[0]
 
 
+def test_grouping_raw_values_first_changes_no_count_and_no_refusal(dirty, monkeypatch):
+    from blowfish_te.io import engines
+
+    frame = _clean(3000, seed=4)
+    frame.loc[::7, "age"] = -1
+    text = frame.astype(str)
+    domains = [DOMAIN, [io.IntegerRange("age", 0, 99, width=5), io.Levels("city", "abcd")], io.Bins("income", [0, 1e4, 5e4, 1e5])]
+    sources = [(str(dirty), DOMAIN), *[(f, d) for f in (frame, text) for d in domains]]
+
+    def outcomes():
+        found = []
+        for source, domain in sources:
+            for outside in ("error", "clamp"):
+                try:
+                    r = io.histogram(source, domain, outside=outside, engine="duckdb")
+                    found.append((r.counts.tolist(), r.rows, r.below, r.above))
+                except io.RecordError as err:
+                    found.append(str(err))
+        return found
+
+    assert engines._few_values(io.Grid(DOMAIN)) and not engines._few_values(io.Grid(domains[2]))
+    grouped = outcomes()
+    monkeypatch.setattr(engines, "_DISTINCT_FIRST", 0)  # every record binned on its own
+    assert outcomes() == grouped
+    assert sum(isinstance(o, str) for o in grouped) >= 4 and sum(isinstance(o, tuple) for o in grouped) >= 4
+
+
 @pytest.mark.parametrize("call, error, message", [
     (lambda p: io.histogram(p, io.IntegerRange("height", 0, 9)), ValueError, "no column 'height'; columns: age, city"),
     (lambda p: io.histogram(p, DOMAIN, engine="excel"), ValueError, "engine must be one of"),

@@ -64,6 +64,11 @@ class Axis:
     column: str
     size: int
 
+    @property
+    def valid_values(self) -> float:
+        """How many distinct values an in-domain record can hold (inf for continuous bins)."""
+        return self.size
+
     def sql(self, dialect: Dialect, numeric: bool, name: str) -> tuple[list[str], str, str]:
         """SQL of the column's binning: the parsing step (``expr AS alias`` items, aliases
         prefixed with ``name``, computed once per record), then the status and the cell
@@ -199,6 +204,10 @@ class IntegerRange(_Numeric):
     def size(self) -> int:
         return -(-(self.upper - self.lower + 1) // self.width)
 
+    @property
+    def valid_values(self) -> float:
+        return self.upper - self.lower + 1
+
     def _cell_sql(self, v: str) -> str:
         return f"CAST(floor(({v} - {self.lower}) / {self.width}) AS BIGINT)"
 
@@ -239,6 +248,10 @@ class Bins(_Numeric):
     @property
     def size(self) -> int:
         return len(self.edges) - 1
+
+    @property
+    def valid_values(self) -> float:
+        return math.inf
 
     def _cell_sql(self, v: str) -> str:
         def search(lo: int, hi: int) -> str:  # the bin in lo..hi holding v: a balanced CASE tree
