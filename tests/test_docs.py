@@ -73,3 +73,38 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "api" / "index.html").read_text().count("blowfish_te.release.answer") >= 1
+
+
+def _reproductions_script():
+    sys.path.insert(0, str(DOCS / "scripts"))
+    try:
+        import reproductions
+    finally:
+        sys.path.pop(0)
+    return reproductions
+
+
+def test_the_reproductions_script_writes_tables_figures_and_times_between_the_markers(tmp_path):
+    pytest.importorskip("matplotlib")
+    from blowfish_te.evaluation import SUITES_DIR, load_suite, run_suite
+
+    script = _reproductions_script()
+    results = tmp_path / "results"
+    for name in ("he14_fig1_kmeans", "anuarbek_fig4"):
+        run_suite(load_suite(SUITES_DIR / f"{name}.toml", tiny=True), results / name)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for page in ("reproductions.md", "mechanisms.md"):
+        shutil.copy(DOCS / page, docs / page)
+    before = (docs / "reproductions.md").read_text()
+    assert script.main([str(results)], docs=docs) == ["he14_fig1_kmeans", "anuarbek_fig4"]
+    after = (docs / "reproductions.md").read_text()
+    for name in ("he14_fig1_kmeans", "anuarbek_fig4"):
+        block = after.split(f"<!-- generated:{name} -->")[1].split(f"<!-- /generated:{name} -->")[0]
+        assert "releases," in block and "wall-clock (jobs=1" in block and "| mechanism |" in block.replace("| dataset ", "")
+        assert f"(img/reproductions/{name}.png)" in block and (docs / "img" / "reproductions" / f"{name}.png").stat().st_size > 0
+    assert after.split("<!-- generated:")[0] == before.split("<!-- generated:")[0]  # text outside the markers kept
+    kept = "<!-- generated:dpbench_2d_ranges -->"  # no results: its block is left as it was
+    assert before.split(kept)[1].split("<!-- /generated")[0] == after.split(kept)[1].split("<!-- /generated")[0]
+    script.main([str(results)], docs=docs)
+    assert (docs / "reproductions.md").read_text() == after  # a rerun changes nothing

@@ -216,12 +216,15 @@ def test_resume_skips_finished_cells_and_gives_the_same_table(tmp_path):
     run_suite(suite, tmp_path / "full")
     out = tmp_path / "partial"
     run_suite(suite, out)
+    first = json.loads((out / "suite.json").read_text())
+    assert first["wall_s"] > 0 and first["workers"] == ["jobs=1"]
     lines = (out / "results.csv").read_text().splitlines()
     (out / "results.csv").write_text("\n".join(lines[:11]) + "\n")  # header + 10 rows survive a crash
     seen = []
     run_suite(suite, out, progress=lambda done, total: seen.append((done, total)))
     assert seen[0][0] > 10 and seen[-1] == (len(cells(suite)), len(cells(suite)))
     assert _table(out) == _table(tmp_path / "full")
+    assert json.loads((out / "suite.json").read_text())["wall_s"] > first["wall_s"]  # resumed runs add up
     with pytest.raises(SuiteError, match="different configuration"):
         run_suite(_suite(trials=3), out)
     run_suite(_suite(trials=1), out, resume=False)

@@ -354,6 +354,7 @@ def run_suite(
 def _run(suite: Suite, out: pathlib.Path, data_dir, jobs: int, resume: bool, progress, client) -> list[dict]:
     from .summary import summarize, write_summary
 
+    started = time.perf_counter()
     done = _check_resume(out, suite, resume)
     todo = [c for c in cells(suite) if c.key(suite) not in done]
     total = len(todo) + len(done)
@@ -392,7 +393,17 @@ def _run(suite: Suite, out: pathlib.Path, data_dir, jobs: int, resume: bool, pro
         writer.writerows(rows)
     _write_parquet(rows, out / "results.parquet")
     write_summary(summarize(rows), out)
+    _add_wall_time(out / "suite.json", time.perf_counter() - started, "scheduler" if client is not None else f"jobs={jobs}")
     return rows
+
+
+def _add_wall_time(meta_path: pathlib.Path, seconds: float, workers: str) -> None:
+    """Add this run's wall-clock time to ``suite.json`` (resumed runs add up), with how it ran."""
+    meta = json.loads(meta_path.read_text())
+    meta["cpus"] = os.cpu_count()
+    meta["wall_s"] = round(meta.get("wall_s", 0.0) + seconds, 3)
+    meta["workers"] = sorted(set(meta.get("workers", [])) | {workers})
+    meta_path.write_text(json.dumps(meta, indent=2))
 
 
 def _write_parquet(rows: list[dict], path: pathlib.Path) -> None:
