@@ -33,14 +33,13 @@ def test_every_tutorial_is_in_the_site_and_has_code():
 @pytest.mark.parametrize("page", TUTORIALS, ids=lambda p: p.stem)
 def test_tutorial_runs(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    registered = dict(MECHANISMS)  # a tutorial's mechanism registers itself: not for the other tests
     namespace: dict = {"__name__": f"tutorial_{page.stem.replace('-', '_')}"}
     try:
         for block in _blocks(page):
             exec(compile(block, str(page), "exec"), namespace)
-    finally:
-        MECHANISMS.clear()
-        MECHANISMS.update(registered)
+    finally:  # a tutorial's mechanism registers itself: not for the other tests (the library's stay)
+        for name in [name for name, cls in MECHANISMS.items() if not cls.__module__.startswith("blowfish_te.")]:
+            del MECHANISMS[name]
 
 
 def test_the_concepts_table_is_what_explore_prints():
@@ -108,3 +107,23 @@ def test_the_reproductions_script_writes_tables_figures_and_times_between_the_ma
     assert before.split(kept)[1].split("<!-- /generated")[0] == after.split(kept)[1].split("<!-- /generated")[0]
     script.main([str(results)], docs=docs)
     assert (docs / "reproductions.md").read_text() == after  # a rerun changes nothing
+
+
+def test_the_committed_pages_show_every_suite_and_mechanism_measured():
+    """Every shipped suite has its generated section on the reproductions page, with the figure it
+    names committed beside it, and the mechanisms page carries its measured tables."""
+    from blowfish_te.evaluation import SUITES_DIR
+
+    script = _reproductions_script()
+    pages = {page: (DOCS / page).read_text() for page in ("reproductions.md", "mechanisms.md")}
+    suites = sorted(path.stem for path in SUITES_DIR.glob("*.toml"))
+    assert suites and set(suites) <= set(script.REPORTS)
+    blocks = {name: pages["reproductions.md"].split(f"<!-- generated:{name} -->")[1].split(f"<!-- /generated:{name} -->")[0]
+              for name in suites}
+    blocks["measured"] = pages["mechanisms.md"].split("<!-- generated:measured -->")[1].split("<!-- /generated:measured -->")[0]
+    for name, block in blocks.items():
+        assert "Not run yet" not in block and "| mechanism |" in block.replace("| dataset ", ""), name
+        for image in re.findall(r"\]\((img/[^)]+)\)", block):
+            assert (DOCS / image).stat().st_size > 0, image
+    for name in suites:
+        assert "wall-clock" in blocks[name] and f"(img/reproductions/{name}.png)" in blocks[name], name
