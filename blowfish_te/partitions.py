@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 
-import networkx as nx
 import numpy as np
 
 from ._validation import as_array, check_epsilon, check_histogram, check_int, check_real, check_real_array, is_int
@@ -403,6 +402,8 @@ def matching_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None) 
     twin = add_laplace(-np.full(k, 1.0 / epsilon2), 2.0 / epsilon, gen, sensitivity=float(k), integer=False)
     gain = pair - twin[i] - twin[j]
     keep = gain > 0
+    import networkx as nx  # only this partition needs it; importing it costs a first release 0.17 s
+
     g = nx.Graph()
     g.add_weighted_edges_from(zip(i[keep].tolist(), j[keep].tolist(), gain[keep].tolist()))
     owner = np.arange(k)  # each bucket is named by its smallest cell
