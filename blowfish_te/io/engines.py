@@ -134,10 +134,11 @@ def duckdb_groups(source, grid: Grid, connection=None):
     _check_columns(rel.columns, grid, f"source {where}")
     view = f"records_{id(rel)}"
     rel.create_view(view, replace=True)
-    binning = _query(grid, DUCKDB, _numeric_duckdb(rel), view)
+    numeric = _numeric_duckdb(rel)
+    binning = _query(grid, DUCKDB, numeric, view)
     d = len(grid.axes)
     keys = ", ".join([f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)])
-    counted = _query(grid, DUCKDB, _numeric_duckdb(rel), view, distinct=_few_values(grid))
+    counted = _query(grid, DUCKDB, numeric, view, distinct=_few_values(grid))
     rows = con.sql(f"SELECT {keys}, sum(n) FROM ({counted}) GROUP BY ALL").fetchall()
     groups = _with_skipped_lines(np.array(rows, dtype=np.int64).reshape(-1, 2 * d + 1), grid, csv_files)
 
