@@ -29,7 +29,8 @@ def report(size: int, theta: int) -> dict:
     row = {"shape": list(shape), "theta": theta, "stretch": stretches, "routes": {}, "chosen": {}}
     for mechanism in ("identity", "laplace"):
         the_plan = plan(workload, policy, EPSILON, mechanism)
-        row["routes"][mechanism] = {c.label: c.expected_mse for c in the_plan.considered}
+        row["routes"][mechanism] = {c.label: c.expected_mse for c in the_plan.considered if c.floor is None}
+        row.setdefault("floors", {})[mechanism] = {c.label: c.floor for c in the_plan.considered if c.floor is not None}
         row["chosen"][mechanism] = the_plan.chosen.label
     row["seconds"] = round(time.perf_counter() - start, 2)
     return row
@@ -51,6 +52,8 @@ def main() -> None:
                 print(f"{mechanism}: chosen {row['chosen'][mechanism]}")
                 for label, mse in routes.items():
                     print(f"    {label:<70} {mse:>14.1f}")
+                for label, floor in row["floors"][mechanism].items():
+                    print(f"    {label:<70} skipped: per-query MSE >= {floor:.1f}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)  # key order is the ranking

@@ -16,6 +16,15 @@ MAX_BOUND_SIDE = 8192
 MAX_WEIGHTED_ENTRIES = 2**23
 
 
+def _is_full_clique(policy: Policy) -> bool:
+    """Whether the policy is the complete graph on all its cells, without ⊥ (bounded DP)."""
+    from .policies import CliqueEdges
+
+    blocks = policy.edge_blocks
+    return (not policy.has_bottom and len(blocks) == 1 and isinstance(blocks[0], CliqueEdges)
+            and blocks[0].cells.size == policy.size)
+
+
 def lower_bound(workload, epsilon: float, policy: Policy | None = None) -> float:
     """The SVD bound (Li & Miklau, ICDT 2013) on the expected total squared error of any Laplace
     matrix mechanism for W (m × K): (2/ε²) (Σ σ_i(W))² / K.
@@ -46,10 +55,13 @@ def lower_bound(workload, epsilon: float, policy: Policy | None = None) -> float
             return 0.0
         if m > MAX_BOUND_SIDE:
             raise ValueError(f"the policy SVD bound needs a dense {m} × {m} matrix (limit {MAX_BOUND_SIDE})")
-        incidence = policy.incidence()
-        laplacian = incidence @ incidence.T
         rows = np.asarray(workload.rmatmat(np.eye(m)), dtype=np.float64)  # Wᵀ, K × m
-        gram = np.asarray(workload.matmat(laplacian @ rows), dtype=np.float64)
+        if _is_full_clique(policy):  # bounded DP: L = K I - 11ᵀ, never a list of K²/2 edges
+            totals = rows.sum(axis=0)
+            gram = k * np.asarray(workload.matmat(rows), dtype=np.float64) - np.outer(totals, totals)
+        else:
+            incidence = policy.incidence()
+            gram = np.asarray(workload.matmat((incidence @ incidence.T) @ rows), dtype=np.float64)
     eigenvalues = np.linalg.eigvalsh((gram + gram.T) / 2)
     trace_norm = float(np.sqrt(np.clip(eigenvalues, 0, None)).sum())
     return 2.0 / epsilon**2 * trace_norm**2 / columns

@@ -15,7 +15,7 @@ Routes (Haney, Machanavajjhala, Ding, PVLDB 2015; He, Machanavajjhala, Ding, SIG
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -23,11 +23,12 @@ from . import trees as tree_lib
 from ._cache import IdentityCache
 from ._validation import check_epsilon, check_histogram
 from .forest import CyclicPolicyError
-from .mechanisms import MECHANISMS, LinearMechanism, Mechanism, NativeMechanism, get_mechanism
+from .mechanisms import MECHANISMS, Auto, LinearMechanism, Mechanism, NativeMechanism, get_mechanism
 from .noise import RNGLike, check_rng
 from .policies import Policy
 from .secure import SecureRandom
 from .sensitivity import check_compatible
+from .strategies.base import sparse_rows
 from .transform import transform
 from .workloads import Workload, as_workload
 
@@ -56,12 +57,23 @@ class Candidate:
     tree: Policy | None = None
     stretch: int | None = None
     expected_mse: float | None = None
+    #: Set on a transform route skipped without computing its error: a lower bound on its
+    #: per-query MSE that already exceeded a candidate's error (see :func:`transform_floor`).
+    floor: float | None = None
+    #: The mechanism this candidate runs when it differs from the plan's (``Auto`` chooses one).
+    mechanism: Mechanism | None = field(default=None, compare=False)
 
     @property
     def label(self) -> str:
-        if self.route in ("exact", "native"):
-            return self.route
-        return f"transform[{self.tree.name}, stretch {self.stretch}]"
+        base = self.route if self.route in ("exact", "native") else f"transform[{self.tree.name}, stretch {self.stretch}]"
+        return base if self.mechanism is None else f"{self.mechanism.name}: {base}"
+
+    @property
+    def outcome_text(self) -> str:
+        """The candidate's expected per-query MSE, 'n/a', or why it was skipped."""
+        if self.floor is not None:
+            return f"skipped (per-query MSE >= {self.floor:.6g})"
+        return "n/a" if self.expected_mse is None else format(self.expected_mse, ".6g")
 
     def execute(self, mech: Mechanism, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen) -> Outcome:
         """Release ``workload`` on the validated histogram ``x`` this way (spends ε once)."""
@@ -140,8 +152,7 @@ class Plan:
         lines = [f"{self.mechanism.name} on {self.workload.name} under {self.policy.name} at ε = {self.epsilon:g}",
                  f"route: {chosen.label}" + (f" (the mechanism runs at ε/{chosen.stretch})" if chosen.stretch else ""),
                  f"why: {self.reason}", "candidates (expected per-query MSE):"]
-        lines += [f"  {'*' if c is chosen else ' '} {c.label}: {'n/a' if c.expected_mse is None else format(c.expected_mse, '.6g')}"
-                  for c in self.considered]
+        lines += [f"  {'*' if c is chosen else ' '} {c.label}: {c.outcome_text}" for c in self.considered]
         return "\n".join(lines)
 
     def release(self, x, rng: RNGLike = None) -> Release:
@@ -149,7 +160,7 @@ class Plan:
         return self._release(check_histogram(x, self.policy.shape), rng)
 
     def _release(self, x: np.ndarray, rng: RNGLike) -> Release:
-        mech, workload = self.mechanism, self.workload
+        mech, workload = self.chosen.mechanism or self.mechanism, self.workload
         gen = check_rng(rng)
         tally = gen.tally() if isinstance(gen, SecureRandom) else None
         outcome = self.chosen.execute(mech, workload, x, self.policy, self.epsilon, gen)
@@ -158,9 +169,7 @@ class Plan:
             sampler = "none (sensitivity 0: exact answers)"
         answers = _checked_answers(outcome.answers, workload.num_queries, mech)
         answers.flags.writeable = False
-        choice = self.reason + "; considered: " + "; ".join(
-            f"{c.label} {'n/a' if c.expected_mse is None else format(c.expected_mse, '.6g')}" for c in self.considered
-        )
+        choice = self.reason + "; considered: " + "; ".join(f"{c.label} {c.outcome_text}" for c in self.considered)
         if mech.total_source() is not None:
             choice += "; " + mech.total_source()
         chosen = self.chosen
@@ -188,6 +197,21 @@ def _transform_candidate(workload: Workload, policy: Policy, tree: Policy | None
         expected = 0.0 if tr.num_edges == 0 else _analytic(lambda: mech.expected_error(tr.workload(workload), epsilon / tr.stretch))
         expected = None if expected is None else expected / workload.num_queries
     return TransformRoute(tree=tr.tree, stretch=tr.stretch, expected_mse=expected)
+
+
+def transform_floor(workload: Workload, tr, epsilon: float) -> float | None:
+    """A lower bound on the per-query MSE of every unbiased linear mechanism on (W_T, x_T) at ε/ℓ:
+    2 ℓ²/ε² · mean over queries of ‖w_{T,q}‖∞². For a strategy B with column L1 norms <= Δ and
+    a reconstruction R with R B = W_T, every w_{T,q,j} = b_jᵀ r_q, so |w_{T,q,j}| <= Δ ‖r_q‖₂ and
+    the query's variance 2 (Δ ℓ/ε)² ‖r_q‖₂² is at least 2 ℓ² ‖w_{T,q}‖∞²/ε². None when W_T has
+    no cheap sparse form."""
+    if tr.num_edges == 0:
+        return None
+    rows = sparse_rows(tr.workload(workload))
+    if rows is None:
+        return None
+    peaks = np.asarray(abs(rows).max(axis=1).todense(), dtype=np.float64).reshape(-1)
+    return 2.0 * (tr.stretch / epsilon) ** 2 * float(np.mean(peaks**2))
 
 
 def _exact_candidate(workload: Workload, policy: Policy, epsilon: float, mech: LinearMechanism) -> Candidate:
@@ -235,7 +259,30 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
     return plans[key]
 
 
+def _plan_auto(workload: Workload, policy: Policy, epsilon: float, mech: Auto, route: str, tree) -> Plan:
+    """Every route of every mechanism ``mech`` compares, best analytic expected error first."""
+    pairs, note = mech.choices(workload, policy, route)
+    cands, skipped = [], []
+    for sub, sub_route in pairs:
+        try:
+            sub_plan = plan(workload, policy, epsilon, sub, sub_route, tree)
+        except (ValueError, TypeError) as err:  # a native mechanism for other policies, a route it lacks
+            skipped.append(f"{sub.name} ({str(err).split(';')[0]})")
+            continue
+        cands += [replace(c, mechanism=sub) for c in sub_plan.considered]
+    if not cands:
+        raise ValueError(f"no candidate mechanism of auto applies here: {'; '.join(skipped)}")
+    ranked = sorted(cands, key=_rank_key)
+    reason = f"auto: lowest analytic expected error over {', '.join(m.name for m, _ in pairs)}; {note}"
+    if skipped:
+        reason += "; not applicable: " + ", ".join(skipped)
+    return Plan(chosen=ranked[0], considered=tuple(ranked), reason=reason, workload=workload, policy=policy,
+                epsilon=epsilon, mechanism=mech)
+
+
 def _plan(workload: Workload, policy: Policy, epsilon: float, mech: Mechanism, route: str, tree) -> Plan:
+    if isinstance(mech, Auto):
+        return _plan_auto(workload, policy, epsilon, mech, route, tree)
     linear = isinstance(mech, LinearMechanism)
     if mech.models_records and not policy.is_differential_privacy:
         works = ", ".join(sorted(name for name, cls in MECHANISMS.items() if not cls.models_records))
@@ -280,11 +327,17 @@ def _plan(workload: Workload, policy: Policy, epsilon: float, mech: Mechanism, r
                 "analytic error to choose a tree by): pass a spanning tree, e.g. tree='bfs' or a forest policy, "
                 "to run it at epsilon / stretch (an (ε/ℓ, T)-Blowfish mechanism is (ε, G)-Blowfish for ℓ the stretch)"
             )
-        cands = [_transform_candidate(workload, policy, t, epsilon, mech) for t in tree_lib.candidates(policy).values()]
-        reason = "route='transform': the candidate tree with the lowest analytic expected error"
-        if route == "auto":
-            cands.append(_exact_candidate(workload, policy, epsilon, mech))
-            reason = "auto: lowest analytic expected error"
+        cands = [_exact_candidate(workload, policy, epsilon, mech)] if route == "auto" else []
+        reason = "auto: lowest analytic expected error" if route == "auto" else (
+            "route='transform': the candidate tree with the lowest analytic expected error")
+        for t in tree_lib.candidates(policy).values():
+            known = [c.expected_mse for c in cands if c.expected_mse is not None]
+            tr = transform(policy, t)
+            floor = transform_floor(workload, tr, epsilon) if known else None
+            if floor is not None and floor > min(known) * (1 + 1e-9):
+                cands.append(TransformRoute(tree=tr.tree, stretch=tr.stretch, floor=floor))
+            else:
+                cands.append(_transform_candidate(workload, policy, t, epsilon, mech))
     ranked = sorted(cands, key=_rank_key)
     return Plan(chosen=ranked[0], considered=tuple(ranked), reason=reason, workload=workload, policy=policy,
                 epsilon=epsilon, mechanism=mech)

@@ -95,7 +95,7 @@ def test_classes_register_when_defined_and_names_are_unique():
     assert "local_demo" not in MECHANISMS
     with pytest.raises(TypeError, match="'identity' .* already taken by blowfish_te.mechanisms.laplace.Identity"):
         type("Impostor", (Mechanism,), {"name": "identity", "__qualname__": "Impostor", "run": Local.run})
-    with pytest.raises(ValueError, match="unknown mechanism 'nope'; known mechanisms: agrid, ahp, dawa"):
+    with pytest.raises(ValueError, match="unknown mechanism 'nope'; known mechanisms: agrid, ahp, auto, dawa"):
         mechanism_class("nope")
 
 

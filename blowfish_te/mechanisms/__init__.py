@@ -4,6 +4,7 @@ data-independent mechanisms (:class:`LinearMechanism`) and the built-in ones, re
 
 from __future__ import annotations
 
+from .auto import Auto
 from .base import (
     ENTRY_POINT_GROUP,
     MECHANISMS,
@@ -47,6 +48,7 @@ __all__ = [
     "MatrixMechanism",
     "NonNegative",
     "Optimized",
+    "Auto",
     "NativeMechanism",
     "NativeRelease",
     "Ordered",

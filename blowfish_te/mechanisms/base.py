@@ -250,6 +250,15 @@ class LinearMechanism(Mechanism):
     def strategy(self, workload: Workload) -> Workload:
         """The measured queries A (depending on the workload only, never on the data)."""
 
+    def policy_strategy(self, workload: Workload, policy: Policy) -> Workload:
+        """The measured queries of the exact route under ``policy`` (depending on the workload and
+        policy only, never on the data); by default :meth:`strategy`. Whatever it returns, the noise
+        is calibrated to Δ_G of it computed from the policy's edges."""
+        return self.strategy(workload)
+
+    def _strategy_for(self, workload: Workload, policy: Policy | None) -> Workload:
+        return self.strategy(workload) if policy is None else self.policy_strategy(workload, policy)
+
     def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
         """Answers ŷ = W A⁺ y from the noisy measurements y."""
         return workload.matvec(strategy.pinv(y))
@@ -259,8 +268,9 @@ class LinearMechanism(Mechanism):
         return strategy.lstsq_frobenius_sq(workload)
 
     def _frobenius(self, workload: Workload, strategy: Workload) -> float | None:
-        """‖R‖_F², cached per workload object (the strategy depends on the workload only)."""
-        return self._cache("frobenius").get(workload, lambda: self.reconstruction_frobenius_sq(workload, strategy))
+        """‖R‖_F², cached per (workload, strategy) object."""
+        per_workload = self._cache("frobenius").get(workload, IdentityCache)
+        return per_workload.get(strategy, lambda: self.reconstruction_frobenius_sq(workload, strategy))
 
     def strategy_sensitivity(self, strategy: Workload, policy: Policy | None = None) -> float:
         """Δ of the strategy: unit-change sensitivity if ``policy`` is None, else Δ_G(A)."""
@@ -269,7 +279,7 @@ class LinearMechanism(Mechanism):
         return sensitivity(strategy, policy)
 
     def _sensitivity(self, workload: Workload, strategy: Workload, policy: Policy | None) -> float:
-        """:meth:`strategy_sensitivity`, cached per (workload, policy) object: A depends on W only."""
+        """:meth:`strategy_sensitivity`, cached per (workload, policy) object: A depends on them only."""
         per_workload = self._cache("sensitivity").get(workload, IdentityCache)
         return per_workload.get(_UNIT_CHANGES if policy is None else policy,
                                 lambda: self.strategy_sensitivity(strategy, policy))
@@ -282,7 +292,7 @@ class LinearMechanism(Mechanism):
 
     def _release(self, workload: Workload, x: np.ndarray, epsilon: float, gen, policy: Policy | None) -> tuple[np.ndarray, float]:
         """:meth:`release` on arguments already validated (the routes of :func:`blowfish_te.answer`)."""
-        strategy = self.strategy(workload)
+        strategy = self._strategy_for(workload, policy)
         delta = self._sensitivity(workload, strategy, policy)
         scale = delta / epsilon
         if not np.isfinite(scale):
@@ -300,7 +310,7 @@ class LinearMechanism(Mechanism):
         reconstruction is not linear (then the error depends on the data)."""
         workload = as_workload(workload)
         epsilon = check_epsilon(epsilon)
-        strategy = self.strategy(workload)
+        strategy = self._strategy_for(workload, policy)
         frobenius = self._frobenius(workload, strategy)
         if frobenius is None:
             return None

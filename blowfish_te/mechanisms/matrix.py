@@ -56,6 +56,9 @@ class NonNegative(LinearMechanism):
     def strategy(self, workload: Workload) -> Workload:
         return self.mechanism.strategy(workload)
 
+    def policy_strategy(self, workload: Workload, policy) -> Workload:
+        return self.mechanism.policy_strategy(workload, policy)
+
     def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
         solution = lsq_linear(strategy, y, bounds=(0, np.inf), lsq_solver="lsmr", lsmr_tol="auto")
         return workload.matvec(solution.x)

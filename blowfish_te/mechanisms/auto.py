@@ -1,0 +1,82 @@
+"""Strategy selection: the data-independent strategy with the lowest analytic expected error,
+the optimised one included when it fits a time budget."""
+
+from __future__ import annotations
+
+from .._validation import check_real
+from ..workloads import Workload, as_workload
+from .base import Mechanism, get_mechanism, mechanism_class
+
+#: The library's data-independent strategies that ``Auto`` compares by default.
+DEFAULT_CANDIDATES = ("identity", "hb", "h2", "privelet", "greedyh", "ordered_hierarchical")
+
+
+class Auto(Mechanism):
+    """Chooses, per workload and policy, among data-independent mechanisms (``candidates``) and the
+    optimised strategy (``optimized``, see :class:`~blowfish_te.mechanisms.Optimized`) when its
+    predicted optimisation time — a cost model of sizes, never a clock — is within ``budget``
+    seconds. :func:`blowfish_te.plan` with route ``"auto"`` weighs every route of every candidate
+    and keeps the lowest analytic expected error; the release names the mechanism that ran and why.
+
+    Privacy: the choice depends on the workload, policy and ε only (never on the data), so it is
+    free; the release is exactly the chosen mechanism's, with its own privacy argument (Laplace
+    noise calibrated to the sensitivity of the chosen strategy for the neighbour relation). One
+    release spends ε once.
+    """
+
+    name = "auto"
+
+    def __init__(self, budget: float = 10.0, candidates: tuple[str, ...] = DEFAULT_CANDIDATES):
+        self.budget = check_real(budget, "budget (seconds)", 0)
+        if isinstance(candidates, str) or not all(isinstance(c, str) for c in candidates):
+            raise TypeError(f"candidates must be a tuple of mechanism names, got {candidates!r}")
+        for c in candidates:
+            if mechanism_class(c) is Auto:
+                raise ValueError("candidates cannot include 'auto' itself")
+        self.candidates = tuple(candidates)
+
+    def choices(self, workload: Workload, policy=None, route: str = "auto") -> tuple[list[tuple[Mechanism, str]], str]:
+        """The (mechanism, route) pairs to compare, and a sentence on the optimised strategy's
+        budget: it joins with every route when all its optimisations fit, with the exact route
+        alone when only that one does (route ``"auto"``), else not at all."""
+        pairs = [(get_mechanism(c), route) for c in self.candidates]
+        optimizer = get_mechanism("optimized")
+        exact = optimizer.predicted_seconds(workload, policy)
+        transforms = 0.0
+        if policy is not None and not (policy.has_bottom and policy.num_edges == policy.size and policy.is_differential_privacy):
+            from .. import trees
+
+            count = 1 if policy.is_forest else len(trees.candidates(policy))
+            transforms = count * optimizer.predicted_transform_seconds(policy.size)
+        within = f"<= budget {self.budget:g} s"
+        if route != "exact" and exact + transforms <= self.budget:
+            pairs.append((optimizer, route))
+            note = f"optimized considered (predicted {exact + transforms:.2g} s {within})"
+        elif route in ("auto", "exact") and exact <= self.budget:
+            pairs.append((optimizer, "exact"))
+            note = (f"optimized considered in the exact route (predicted {exact:.2g} s {within}; "
+                    f"its transform routes {transforms:.2g} s more)")
+        else:
+            note = f"optimized skipped (predicted {exact + transforms:.2g} s > budget {self.budget:g} s)"
+        return pairs, note
+
+    def _best(self, workload: Workload, epsilon: float) -> Mechanism:
+        best, best_error = None, float("inf")
+        for mech, _ in self.choices(workload)[0]:
+            try:
+                error = mech.expected_error(workload, epsilon)
+            except (NotImplementedError, TypeError, ValueError):
+                continue  # a native mechanism, or a size it cannot compute
+            if error is not None and error < best_error:
+                best, best_error = mech, error
+        if best is None:
+            raise ValueError(f"no candidate of {self.candidates} has an analytic error for {workload.name}")
+        return best
+
+    def expected_error(self, workload, epsilon):
+        workload = as_workload(workload)
+        return self._best(workload, epsilon).expected_error(workload, epsilon)
+
+    def run(self, workload, x, epsilon, rng=None):
+        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
+        return self._best(workload, epsilon).run(workload, x, epsilon, gen)

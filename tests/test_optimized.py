@@ -1,0 +1,158 @@
+"""Optimised strategies: Kronecker products against their dense twins, the policy-aware objective,
+exact Δ_G in the exact route, the transform routes' error floor and the ``auto`` selector."""
+
+import numpy as np
+import pytest
+from scipy.optimize import approx_fprime
+
+from blowfish_te import answer, plan, policies
+from blowfish_te import workloads as wl
+from blowfish_te.mechanisms import Auto, Optimized, get_mechanism
+from blowfish_te.mechanisms.optimized import axis_edges
+from blowfish_te.release import transform_floor
+from blowfish_te.sensitivity import sensitivity
+from blowfish_te.strategies import PIdentityStrategy
+from blowfish_te.strategies.kronecker import KroneckerStrategy, optimize_kronecker
+from blowfish_te.strategies.pidentity import _soft_sensitivity
+from blowfish_te.transform import transform
+from blowfish_te.workloads import from_matrix
+
+
+def _kronecker(seed, sides=(5, 4, 3), rows=(2, 3, 0)):
+    gen = np.random.default_rng(seed)
+    factors = [PIdentityStrategy(gen.random((p, k)), (k,)) for k, p in zip(sides, rows)]
+    dense = factors[0].dense()
+    for f in factors[1:]:
+        dense = np.kron(dense, f.dense())
+    return KroneckerStrategy(factors), dense
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kronecker_strategy_equals_its_dense_twin(seed):
+    strategy, dense = _kronecker(seed)
+    gen = np.random.default_rng(seed)
+    x = gen.random((60, 2))
+    y = gen.random((dense.shape[0], 2))
+    assert np.allclose(strategy.matmat(x), dense @ x)
+    assert np.allclose(strategy.rmatmat(y), dense.T @ y)
+    assert np.allclose(strategy.pinv(y), np.linalg.pinv(dense) @ y)
+    # every kind of pair: shared and distinct coordinates on each axis, and ⊥
+    u = gen.integers(0, 60, size=300)
+    v = np.where(gen.random(300) < 0.1, 60, gen.integers(0, 60, size=300))
+    v[:40] = u[:40] + 1  # neighbours along the last axis (shared leading coordinates)
+    v = np.minimum(v, 60)
+    twin = from_matrix(dense)
+    for norm in ("l1", "l2sq"):
+        assert np.allclose(strategy.difference_norms(u, v, norm), twin.difference_norms(u, v, norm))
+    boxes = wl.random_rects((5, 4, 3), 25, rng=seed)
+    assert strategy.lstsq_frobenius_sq(boxes) == pytest.approx(np.linalg.norm(boxes.dense() @ np.linalg.pinv(dense)) ** 2)
+
+
+def test_soft_sensitivity_bounds_the_maximum_and_has_the_right_gradient():
+    gen = np.random.default_rng(3)
+    theta = gen.random((3, 9))
+    pol = policies.threshold(9, 2)
+    u, v = pol.edges.T
+    q = 40.0
+    soft, grad = _soft_sensitivity(theta, u, v, q)
+    exact = sensitivity(PIdentityStrategy(theta, (9,)), pol)
+    assert exact <= soft <= exact * len(u) ** (1 / q) + 1e-12
+    numeric = approx_fprime(theta.ravel(), lambda t: _soft_sensitivity(t.reshape(3, 9), u, v, q)[0], 1e-7)
+    assert np.allclose(grad.ravel(), numeric, rtol=1e-4, atol=1e-6)
+    # ⊥ edges cost ‖a_u‖₁ = 1 each, so nine of them give 9^(1/q)
+    soft_bottom, _ = _soft_sensitivity(theta, np.arange(9), np.full(9, 9), q)
+    assert soft_bottom == pytest.approx(9 ** (1 / q))
+
+
+def test_axis_edges_of_a_grid_are_the_lines_of_each_axis():
+    for (u, v), side in zip(axis_edges(policies.grid((4, 6), 1)), (4, 6)):
+        assert np.array_equal(u, np.arange(side - 1)) and np.array_equal(v, np.arange(1, side))
+    (u, v), = axis_edges(policies.unbounded(5))
+    assert np.array_equal(v, np.full(5, 5))
+
+
+def test_the_exact_route_calibrates_noise_to_the_exact_sensitivity_of_the_policy_aware_strategy():
+    shape = (12, 12)
+    pol = policies.grid(shape, 1)
+    w = wl.random_rects(shape, 60, rng=1)
+    mech = Optimized(maxiter=60)
+    aware = mech.policy_strategy(w, pol)
+    unit = mech.strategy(w)
+    assert aware is not unit  # the grid policy pays off: a different strategy
+    delta = sensitivity(from_matrix(aware.dense()), pol)  # brute force on the dense twin
+    assert delta < 2.0  # bounded DP would cost 2
+    release = answer(w, np.zeros(shape, dtype=np.int64), pol, 0.5, mech, rng=0, route="exact")
+    assert release.sensitivity == pytest.approx(delta)
+    assert release.noise_scale == pytest.approx(delta / 0.5)
+    aware_error = mech.expected_error(w, 0.5, policy=pol)
+    unit_error = 2 * (sensitivity(unit, pol) / 0.5) ** 2 * unit.lstsq_frobenius_sq(w)
+    assert aware_error < unit_error
+
+
+def test_kronecker_optimisation_beats_the_hierarchy_and_its_error_is_measured():
+    shape = (32, 32)
+    w = wl.random_rects(shape, 200, rng=0)
+    pol = policies.unbounded(shape)
+    mech = Optimized()
+    assert isinstance(mech.strategy(w), KroneckerStrategy)
+    expected = plan(w, pol, 1.0, mech).chosen.expected_mse
+    assert expected < plan(w, pol, 1.0, "hb").chosen.expected_mse
+    x = np.random.default_rng(0).integers(0, 50, size=shape)
+    truth = w @ x.ravel()
+    trials = 200
+    errors = np.array([np.mean((answer(w, x, pol, 1.0, mech, rng=t).answers - truth) ** 2) for t in range(trials)])
+    # the per-trial mean of 200 Laplace-driven squares: its spread sets the tolerance (5 standard errors)
+    assert abs(errors.mean() - expected) < 5 * errors.std(ddof=1) / np.sqrt(trials)
+
+
+def test_optimize_kronecker_refuses_other_workloads():
+    with pytest.raises(TypeError, match="box workload"):
+        optimize_kronecker(from_matrix(np.eye(4)))
+
+
+@pytest.mark.parametrize("name", ["identity", "hb", "privelet", "greedyh", "optimized"])
+@pytest.mark.parametrize("pol", [policies.grid((4, 5), 1), policies.threshold(16, 3)], ids=["grid", "threshold"])
+def test_the_transform_floor_is_below_every_mechanism_on_every_tree(name, pol):
+    from blowfish_te import trees
+
+    w = wl.random_rects(pol.shape, 30, rng=2) if pol.ndim == 2 else wl.random_ranges(16, 30, rng=2)
+    mech = get_mechanism(name)
+    for tree in trees.candidates(pol).values():
+        tr = transform(pol, tree)
+        floor = transform_floor(w, tr, 0.5)
+        error = mech.expected_error(tr.workload(w), 0.5 / tr.stretch) / w.num_queries
+        assert floor <= error * (1 + 1e-9)
+
+
+def test_auto_picks_the_lowest_error_and_says_why():
+    k = 64
+    w, pol = wl.prefix(k), policies.threshold(k, 4)
+    chosen = plan(w, pol, 0.5, "auto")
+    best = min(plan(w, pol, 0.5, m).chosen.expected_mse for m in ("identity", "hb", "h2", "privelet", "greedyh",
+                                                                  "ordered_hierarchical", "optimized"))
+    assert chosen.chosen.expected_mse == pytest.approx(best)
+    assert "optimized considered" in chosen.reason
+    x = np.random.default_rng(1).integers(0, 9, size=k)
+    release = chosen.release(x, rng=4)
+    assert release.mechanism == chosen.chosen.mechanism.name
+    assert "auto: lowest analytic expected error" in release.choice
+    assert np.array_equal(release.answers, plan(w, pol, 0.5, "auto").release(x, rng=4).answers)
+
+
+def test_auto_skips_the_optimiser_beyond_its_budget():
+    w = wl.prefix(64)
+    frugal = Auto(budget=0.0)
+    chosen = plan(w, policies.unbounded(64), 0.5, frugal)
+    assert "optimized skipped (predicted" in chosen.reason
+    assert all(c.mechanism.name != "optimized" for c in chosen.considered)
+    with pytest.raises(ValueError, match="budget"):
+        Auto(budget=-1.0)
+    with pytest.raises(ValueError, match="unknown mechanism"):
+        Auto(candidates=("identity", "nope"))
+
+
+def test_predicted_time_depends_on_sizes_only():
+    mech = Optimized()
+    assert mech.predicted_seconds(wl.prefix(4096)) == mech.predicted_seconds(wl.random_ranges(4096, 10, rng=0))
+    assert mech.predicted_seconds(wl.prefix(4096)) > mech.predicted_seconds(wl.prefix(256))
+    assert mech.predicted_seconds(wl.prefix(256), policies.threshold(256, 4)) > mech.predicted_seconds(wl.prefix(256))
