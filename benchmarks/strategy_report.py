@@ -29,10 +29,13 @@ MECHANISMS_1D = ["identity", "hb", "h2", "privelet", "greedyh", "ordered_hierarc
 MECHANISMS_2D = ["identity", "hb", "quadtree", "privelet", "greedyh", "optimized", "auto"]
 
 
-def measured_rmse(release_plan, x, trials) -> float:
+def measured_rmse(release_plan, x, trials) -> tuple[float, float]:
+    """The root of the mean per-query MSE over seeded releases, and the relative standard error
+    of that mean MSE (large where queries share noise: per-release errors are then skewed)."""
     truth = release_plan.workload @ x.ravel()
-    errors = [np.mean((release_plan.release(x, rng=t).answers - truth) ** 2) for t in range(trials)]
-    return math.sqrt(float(np.mean(errors)))
+    errors = np.array([np.mean((release_plan.release(x, rng=t).answers - truth) ** 2) for t in range(trials)])
+    spread = float(errors.std(ddof=1) / errors.mean() / math.sqrt(trials)) if trials > 1 else float("nan")
+    return math.sqrt(float(errors.mean())), spread
 
 
 def synthetic(shape, seed=0) -> np.ndarray:
@@ -45,7 +48,7 @@ def synthetic(shape, seed=0) -> np.ndarray:
 
 def table(title, workload, policy_list, mechanisms, eps, x, trials) -> None:
     print(f"## {title}\n")
-    print("| policy | bound RMSE | mechanism | route | analytic RMSE | × bound (MSE) | measured RMSE | plan time (s) |")
+    print("| policy | bound RMSE | mechanism | route | analytic RMSE | × bound (MSE) | measured RMSE (± s.e. of MSE) | plan time (s) |")
     print("|---|---|---|---|---|---|---|---|")
     for policy in policy_list:
         bound = lower_bound(workload, eps, policy) / workload.num_queries
@@ -59,11 +62,11 @@ def table(title, workload, policy_list, mechanisms, eps, x, trials) -> None:
             seconds = time.perf_counter() - start
             chosen = chosen_plan.chosen
             mse = chosen.expected_mse
-            measured = measured_rmse(chosen_plan, x, trials) if trials else float("nan")
+            measured, spread = measured_rmse(chosen_plan, x, trials) if trials else (float("nan"), float("nan"))
             analytic = "n/a" if mse is None else f"{math.sqrt(mse):.1f}"
             ratio = "n/a" if mse is None or bound == 0 else f"{mse / bound:.2f}"
             print(f"| {policy.name} | {math.sqrt(bound):.1f} | {name} | {chosen.label} | {analytic} | {ratio} | "
-                  f"{measured:.1f} | {seconds:.1f} |", flush=True)
+                  f"{measured:.1f} (± {100 * spread:.0f} %) | {seconds:.1f} |", flush=True)
     print()
 
 
@@ -94,7 +97,7 @@ def main() -> None:
         for name in ["identity", "hb", "h2", "privelet", "greedyh"]:
             release_plan = plan(w, policies.unbounded(k), eps, name)
             analytic = math.sqrt(release_plan.chosen.expected_mse)
-            print(f"| {name} | {analytic:.1f} | {measured_rmse(release_plan, x1, args.trials):.1f} | {TARGETS[name]} |", flush=True)
+            print(f"| {name} | {analytic:.1f} | {measured_rmse(release_plan, x1, args.trials)[0]:.1f} | {TARGETS[name]} |", flush=True)
         root = get_mechanism("hb").__class__(root=True)
         print(f"| hb (with root) | {math.sqrt(root.expected_error(w, eps) / k):.1f} | | ≈ 157 (analytic) |\n", flush=True)
 
