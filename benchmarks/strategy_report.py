@@ -4,8 +4,8 @@ Run: ``python benchmarks/strategy_report.py [--data-dir ../shared/datasets/dpben
 $BLOWFISH_TE_DATA; without data the regression section is skipped and measured errors use a seeded
 synthetic histogram — the error of a linear mechanism does not depend on the data).
 
-Headline tables, 1-D (prefix and 2000 random ranges, K cells) and 2-D (2000 random rectangles on
-side² cells): every strategy × policy, with the route the planner chooses, the analytic per-query
+Headline tables, 1-D (prefix and 2000 random ranges, K cells; all ranges under unbounded DP) and
+2-D (2000 random rectangles on side² cells): every strategy × policy, with the route the planner chooses, the analytic per-query
 RMSE, its MSE over the SVD lower bound of W P_G (``bounds.lower_bound``), the mean measured
 per-query RMSE over seeded releases, and the planning time (the optimiser's time for ``optimized``,
 whose strategies are computed there; ``auto`` reuses strategies already cached).
@@ -106,6 +106,8 @@ def main() -> None:
         policy_list = [policies.unbounded(k), policies.line(k)] + [policies.threshold(k, t) for t in args.thetas]
         for wname, w in {"prefix": wl.prefix(k), "2000 random ranges": wl.random_ranges(k, 2000, rng=0)}.items():
             table(f"1-D: {wname}, {k} cells, eps = {eps}", w, policy_list, MECHANISMS_1D, eps, x, args.trials)
+        table(f"1-D: all {k * (k + 1) // 2} ranges, {k} cells, eps = {eps}", wl.all_ranges(k), [policies.unbounded(k)],
+              MECHANISMS_1D, eps, x, args.trials)
     if args.only in (None, "2d"):
         for side in args.sides:
             shape = (side, side)

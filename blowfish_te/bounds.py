@@ -35,7 +35,8 @@ def lower_bound(workload, epsilon: float, policy: Policy | None = None) -> float
     With a ``policy`` G the bound is that of W_G = W P_G over its |E| columns: a Laplace
     release A x + Lap(b) is (ε, G)-Blowfish only if b >= Δ_G(A)/ε = ‖A P_G‖₁/ε, so its error is at
     least that of the DP matrix mechanism with strategy A P_G for W_G. The singular values come
-    from W P_G P_Gᵀ Wᵀ = W L Wᵀ, L the policy's Laplacian (⊥ edges add to the degree only).
+    from W P_G P_Gᵀ Wᵀ = W L Wᵀ, L the policy's Laplacian (⊥ edges add to the degree only), or
+    with more queries than cells from G^½ L G^½ (G = WᵀW), which has the same non-zero eigenvalues.
     """
     workload = as_workload(workload)
     epsilon = check_epsilon(epsilon)
@@ -50,18 +51,32 @@ def lower_bound(workload, epsilon: float, policy: Policy | None = None) -> float
             gram = np.asarray(workload.matmat(np.asarray(workload.rmatmat(np.eye(m)))), dtype=np.float64)
     else:
         check_compatible(workload, policy)
+        if policy.has_bottom and policy.is_differential_privacy:  # unbounded DP: L = I, the plain bound
+            return lower_bound(workload, epsilon)
         columns = policy.num_edges
         if columns == 0:
             return 0.0
-        if m > MAX_BOUND_SIDE:
-            raise ValueError(f"the policy SVD bound needs a dense {m} × {m} matrix (limit {MAX_BOUND_SIDE})")
-        rows = np.asarray(workload.rmatmat(np.eye(m)), dtype=np.float64)  # Wᵀ, K × m
-        if _is_full_clique(policy):  # bounded DP: L = K I - 11ᵀ, never a list of K²/2 edges
-            totals = rows.sum(axis=0)
-            gram = k * np.asarray(workload.matmat(rows), dtype=np.float64) - np.outer(totals, totals)
+        if k < m:  # the non-zero eigenvalues of W L Wᵀ are those of G^½ L G^½, G = WᵀW (K × K)
+            if k > MAX_BOUND_SIDE:
+                raise ValueError(f"the policy SVD bound needs a dense {k} × {k} matrix (limit {MAX_BOUND_SIDE})")
+            values, vectors = np.linalg.eigh(workload.gram_matrix(max_entries=k * k))
+            root = (vectors * np.sqrt(np.clip(values, 0, None))) @ vectors.T
+            if _is_full_clique(policy):
+                totals = root.sum(axis=0)
+                gram = k * root @ root - np.outer(totals, totals)
+            else:
+                incidence = policy.incidence()
+                gram = root @ np.asarray((incidence @ (incidence.T @ root)), dtype=np.float64)
         else:
-            incidence = policy.incidence()
-            gram = np.asarray(workload.matmat((incidence @ incidence.T) @ rows), dtype=np.float64)
+            if m > MAX_BOUND_SIDE:
+                raise ValueError(f"the policy SVD bound needs a dense {m} × {m} matrix (limit {MAX_BOUND_SIDE})")
+            rows = np.asarray(workload.rmatmat(np.eye(m)), dtype=np.float64)  # Wᵀ, K × m
+            if _is_full_clique(policy):  # bounded DP: L = K I - 11ᵀ, never a list of K²/2 edges
+                totals = rows.sum(axis=0)
+                gram = k * np.asarray(workload.matmat(rows), dtype=np.float64) - np.outer(totals, totals)
+            else:
+                incidence = policy.incidence()
+                gram = np.asarray(workload.matmat((incidence @ incidence.T) @ rows), dtype=np.float64)
     eigenvalues = np.linalg.eigvalsh((gram + gram.T) / 2)
     trace_norm = float(np.sqrt(np.clip(eigenvalues, 0, None)).sum())
     return 2.0 / epsilon**2 * trace_norm**2 / columns

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator
 
 from ._cache import IdentityCache
 from ._graph import signed_incidence
@@ -188,6 +189,20 @@ class TransformedWorkload(Workload):
 
     def tosparse(self) -> sp.csr_array:
         return self.base.times_incidence(self.tree.child, self.tree.parent)
+
+    @property
+    def structured_gram(self) -> bool:
+        """W_Gᵀ W_G = P_Gᵀ (WᵀW) P_G is structured when WᵀW is."""
+        return self.base.structured_gram
+
+    def gram(self) -> LinearOperator:
+        """P_Gᵀ (WᵀW) P_G through the base workload's Gram operator when it is structured."""
+        if not self.base.structured_gram:
+            return super().gram()
+        incidence, base = self.tree._incidence, self.base.gram()
+        return LinearOperator((self.size, self.size), dtype=np.float64,
+                              matvec=lambda y: incidence.T @ base.matvec(incidence @ y),
+                              matmat=lambda y: incidence.T @ base.matmat(incidence @ y))
 
     def gram_matrix(self, max_entries: int = 2**26) -> np.ndarray:
         """W_Gᵀ W_G = P_Gᵀ (WᵀW) P_G, by rows and columns of the base workload's Gram matrix."""

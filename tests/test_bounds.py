@@ -69,3 +69,16 @@ def test_ascent_finds_the_columns_that_matter():
     # bound is about 1.23x the SVD bound (a wrong ascent direction would stay at 1.0x)
     workload, policy = wl.prefix(64), policies.threshold(64, 4)
     assert weighted_lower_bound(workload, 1.0, policy) > 1.15 * lower_bound(workload, 1.0, policy)
+
+
+@pytest.mark.parametrize("spec", ["unbounded", "complete", "line", "threshold:3"])
+@pytest.mark.parametrize("rows", [8, None], ids=["fewer queries than cells", "all ranges"])
+def test_policy_bound_is_the_svd_of_w_times_the_incidence(spec, rows):
+    """From the m × m side or, with more queries than cells, the K × K side: the same bound."""
+    k = 12
+    dense = np.asarray(wl.all_ranges(k).matmat(np.eye(k)))
+    workload = wl.all_ranges(k) if rows is None else wl.from_matrix(dense[:rows])
+    policy = policies.from_spec(spec, k)
+    incidence = np.asarray(policy.incidence().todense())
+    singular = np.linalg.svd(np.asarray(workload.matmat(np.eye(k))) @ incidence, compute_uv=False)
+    assert lower_bound(workload, 0.5, policy) == pytest.approx(2 * singular.sum() ** 2 / 0.25 / incidence.shape[1], rel=1e-7)

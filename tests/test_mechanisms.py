@@ -137,6 +137,16 @@ def test_expected_error_is_exact_and_matches_monte_carlo(name, build):
     assert abs(mse.mean() - expected / w.num_queries) < 4 * sd
 
 
+@pytest.mark.parametrize("name", [n for n in LINEAR if n != "laplace"])
+def test_all_ranges_error_through_the_gram_is_exact(name):
+    """All ranges have more queries than cells: the error is computed through WᵀW, never the rows."""
+    mech, w = LINEAR[name], wl.all_ranges(20)
+    assert w.structured_gram and w.num_queries > w.size
+    r, a = _reconstruction(mech, w)
+    delta = np.abs(a.dense()).sum(0).max()
+    assert mech.expected_error(w, 0.5) == pytest.approx(2 * (delta / 0.5) ** 2 * (r**2).sum(), rel=1e-9)
+
+
 def test_two_dimensional_strategies():
     w = wl.random_rects((6, 5), 30, rng=1)
     for mech in [M.QuadTree(), M.HB(), M.Privelet(), M.H2()]:

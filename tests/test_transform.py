@@ -59,6 +59,8 @@ def test_transformed_workload_forms_agree(case, seed):
         assert np.allclose(w_g.column_norms(), np.abs(expected).sum(0))
         assert np.isclose(w_g.frobenius_sq(), (expected**2).sum())
         assert np.allclose(w_g.gram_matrix(), expected.T @ expected)
+        assert w_g.structured_gram == w.structured_gram  # all ranges: P_Gᵀ (WᵀW) P_G without the rows
+        assert np.allclose(w_g.gram() @ np.eye(w_g.size), expected.T @ expected)
 
 
 def _labeled_trees(n):

@@ -62,11 +62,21 @@ class LeastSquares:
 
     def lstsq_frobenius_sq(self, workload: Workload) -> float:
         """‖W A⁺‖_F², through A⁺ on unit blocks (p columns) or (A⁺)ᵀ on W's rows (m columns),
-        whichever side is smaller."""
+        whichever side is smaller; with more queries than cells and a structured Gram (e.g. all
+        ranges), as Σ_c (A⁺e_c)ᵀ WᵀW (A⁺e_c) without touching the m rows."""
         m, k = workload.shape
         p = self.shape[0]
         total = 0.0
-        if m <= p:
+        if workload.structured_gram and m > k:
+            gram = workload.gram()
+            step = max(1, CHUNK_ENTRIES // max(2 * k, 1))
+            for start in range(0, p, step):
+                cols = np.arange(start, min(start + step, p))
+                unit = np.zeros((p, cols.size))
+                unit[cols, np.arange(cols.size)] = 1.0
+                block = np.asarray(self._pinv_matmat(unit), dtype=np.float64)
+                total += float((block * np.asarray(gram.matmat(block), dtype=np.float64)).sum())
+        elif m <= p:
             step = max(1, CHUNK_ENTRIES // max(k + p, 1))
             for start in range(0, m, step):
                 rows = np.arange(start, min(start + step, m))

@@ -23,6 +23,7 @@ class AllRanges(Workload):
     """Every range query [a, b] of a domain of ``k`` cells; never stored as an m × K array."""
 
     is_binary = True
+    structured_gram = True
 
     def __init__(self, k: int):
         k = check_size(k)

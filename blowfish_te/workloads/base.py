@@ -49,10 +49,12 @@ class Workload(LinearOperator):
     """A linear counting workload W with ``shape == (m, K)`` over a domain grid ``domain``.
 
     Subclasses implement ``_matmat`` and ``_rmatmat`` (dense blocks in, dense blocks out).
-    ``is_binary`` is True when every entry is 0 or 1.
+    ``is_binary`` is True when every entry is 0 or 1; ``structured_gram`` when :meth:`gram` applies
+    WᵀW without touching the m rows (then errors of strategies are computed through it).
     """
 
     is_binary: bool = False
+    structured_gram: bool = False
 
     def __init__(self, domain, num_queries: int, name: str):
         self.domain = check_shape(domain, "domain")
