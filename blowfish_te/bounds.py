@@ -56,27 +56,24 @@ def lower_bound(workload, epsilon: float, policy: Policy | None = None) -> float
         columns = policy.num_edges
         if columns == 0:
             return 0.0
-        if k < m:  # the non-zero eigenvalues of W L Wᵀ are those of G^½ L G^½, G = WᵀW (K × K)
-            if k > MAX_BOUND_SIDE:
-                raise ValueError(f"the policy SVD bound needs a dense {k} × {k} matrix (limit {MAX_BOUND_SIDE})")
+        # W L Wᵀ = Fᵀ L F with F = Wᵀ (K × m); with more queries than cells F = G^½ (K × K,
+        # G = WᵀW) instead, whose Fᵀ L F has the same non-zero eigenvalues
+        side = min(m, k)
+        if side > MAX_BOUND_SIDE:
+            raise ValueError(f"the policy SVD bound needs a dense {side} × {side} matrix (limit {MAX_BOUND_SIDE})")
+        if k < m:
             values, vectors = np.linalg.eigh(workload.gram_matrix(max_entries=k * k))
-            root = (vectors * np.sqrt(np.clip(values, 0, None))) @ vectors.T
-            if _is_full_clique(policy):
-                totals = root.sum(axis=0)
-                gram = k * root @ root - np.outer(totals, totals)
-            else:
-                incidence = policy.incidence()
-                gram = root @ np.asarray((incidence @ (incidence.T @ root)), dtype=np.float64)
+            factor = (vectors * np.sqrt(np.clip(values, 0, None))) @ vectors.T
+            transposed_times = factor.__matmul__  # G^½ is symmetric
         else:
-            if m > MAX_BOUND_SIDE:
-                raise ValueError(f"the policy SVD bound needs a dense {m} × {m} matrix (limit {MAX_BOUND_SIDE})")
-            rows = np.asarray(workload.rmatmat(np.eye(m)), dtype=np.float64)  # Wᵀ, K × m
-            if _is_full_clique(policy):  # bounded DP: L = K I - 11ᵀ, never a list of K²/2 edges
-                totals = rows.sum(axis=0)
-                gram = k * np.asarray(workload.matmat(rows), dtype=np.float64) - np.outer(totals, totals)
-            else:
-                incidence = policy.incidence()
-                gram = np.asarray(workload.matmat((incidence @ incidence.T) @ rows), dtype=np.float64)
+            factor = np.asarray(workload.rmatmat(np.eye(m)), dtype=np.float64)
+            transposed_times = workload.matmat  # Fᵀ = W, applied implicitly
+        if _is_full_clique(policy):  # bounded DP: L = K I - 11ᵀ, never a list of K²/2 edges
+            totals = factor.sum(axis=0)
+            gram = k * np.asarray(transposed_times(factor), dtype=np.float64) - np.outer(totals, totals)
+        else:
+            incidence = policy.incidence()
+            gram = np.asarray(transposed_times(incidence @ (incidence.T @ factor)), dtype=np.float64)
     eigenvalues = np.linalg.eigvalsh((gram + gram.T) / 2)
     trace_norm = float(np.sqrt(np.clip(eigenvalues, 0, None)).sum())
     return 2.0 / epsilon**2 * trace_norm**2 / columns
