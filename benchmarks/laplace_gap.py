@@ -34,6 +34,8 @@ from scipy.optimize import minimize
 from blowfish_te import plan, policies
 from blowfish_te import workloads as wl
 from blowfish_te.bounds import lower_bound, weighted_lower_bound
+from blowfish_te.strategies import Hierarchy
+from blowfish_te.workloads import Boxes
 
 STAGES = [(16, 1e-4), (64, 1e-6), (256, 1e-8), (1024, 1e-10)]  # soft-max power, |·| smoothing
 
@@ -73,12 +75,8 @@ def unstructured_search(workload_matrix, incidence, restarts: int, rng: np.rando
     """The least exact error ‖W A⁺‖_F² Δ_G(A)² found over the starts (see the module docstring)."""
     k = workload_matrix.shape[1]
     gram = workload_matrix.T @ workload_matrix
-    tree = [np.eye(k)]
-    width = 2
-    while width <= k:
-        tree.append(np.kron(np.eye(k // width), np.ones((1, width))))
-        width *= 2
-    starts = [np.eye(k), np.tril(np.ones((k, k))), np.vstack(tree)]
+    tree = Hierarchy((k,), 2)
+    starts = [np.eye(k), np.tril(np.ones((k, k))), Boxes((k,), tree.lo, tree.hi, name="binary tree").dense()]
     starts += [rng.standard_normal(((2 + r % 2) * k, k)) for r in range(restarts)]
     best = math.inf
     for start in starts:
@@ -111,7 +109,8 @@ def row(label, k, policy, restarts, rng) -> None:
     incidence = np.asarray(policy.incidence().todense())
     bound = lower_bound(workload, 1.0, policy) / 2  # total squared error at ε = 1, without the 2/ε²
     weighted = weighted_lower_bound(workload, 1.0, policy, steps=100) / 2
-    convex = f"{convex_laplace_bound(matrix) / bound:.2f}" if policy.name.startswith("unbounded") and k <= 10 else "—"
+    unbounded = policy.has_bottom and policy.is_differential_privacy
+    convex = f"{convex_laplace_bound(matrix) / bound:.2f}" if unbounded and k <= 10 else "—"
     start = time.perf_counter()
     found = unstructured_search(matrix, incidence, restarts, rng) / bound
     seconds = time.perf_counter() - start
