@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import blowfish_te as bt
-from blowfish_te.strategies import HaarStrategy, Hierarchy, TreeStrategy, greedy_hierarchy, hierarchical
+from blowfish_te.strategies import GeneralStrategy, HaarStrategy, Hierarchy, TreeStrategy, greedy_hierarchy, hierarchical
 from blowfish_te.strategies.base import LeastSquares
 from blowfish_te.strategies.greedy import _CellSpace, _image_space, _QuerySpace
 from blowfish_te.transform import transform
@@ -144,3 +144,33 @@ def test_greedy_in_query_space_chooses_the_same_weights(workload, rule, monkeypa
     gram = Workload.gram_matrix(workload)
     np.testing.assert_allclose(space.cell_energy, (gram**2).sum(axis=1))
     assert isinstance(_CellSpace(gram).unit(None), np.ndarray)
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(1, 30), extra=st.integers(0, 30), queries=st.integers(1, 60), seed=st.integers(0, 2**31))
+def test_general_strategy_trace_form_matches_least_squares(k, extra, queries, seed):
+    """‖W A⁺‖²_F = tr(W (AᵀA)⁻¹ Wᵀ) for full-column-rank A (sparse LU of AᵀA), with fewer or more
+    queries than cells and measurements."""
+    rng = np.random.default_rng(seed)
+    rows = Boxes((k,), np.arange(k), np.arange(k), weights=rng.uniform(0.2, 3, k))  # full column rank
+    more = random_boxes((k,), extra, rng) if extra else None
+    strategy_rows = rows if more is None else Boxes((k,), np.concatenate([rows.lo, more.lo]), np.concatenate([rows.hi, more.hi]),
+                                                    weights=np.concatenate([rows.weights, more.weights]))
+    strategy = GeneralStrategy(strategy_rows)
+    workload = random_boxes((k,), queries, rng)
+    dense = np.linalg.norm(workload.dense() @ np.linalg.pinv(strategy_rows.dense())) ** 2
+    assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(generic_error(strategy, workload), rel=1e-9)
+    assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(dense, rel=1e-8)
+
+
+def test_general_strategy_trace_form_with_a_dense_factor():
+    """A Gram too dense for the sparse LU (a row over every cell): the Cholesky path agrees too."""
+    rng = np.random.default_rng(5)
+    k = 80
+    rows = Boxes((k,), np.concatenate([np.arange(k), [0]]), np.concatenate([np.arange(k), [k - 1]]), weights=rng.uniform(0.2, 3, k + 1))
+    strategy = GeneralStrategy(rows)
+    assert strategy._factor is not None
+    for workload in (random_boxes((k,), 30, rng), random_boxes((k,), 200, rng)):
+        dense = np.linalg.norm(workload.dense() @ np.linalg.pinv(rows.dense())) ** 2
+        assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(dense, rel=1e-8)
+        assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(generic_error(strategy, workload), rel=1e-9)

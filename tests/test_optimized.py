@@ -129,9 +129,11 @@ def test_auto_picks_the_lowest_error_and_says_why():
     w, pol = wl.prefix(k), policies.threshold(k, 4)
     chosen = plan(w, pol, 0.5, "auto")
     best = min(plan(w, pol, 0.5, m).chosen.expected_mse for m in ("identity", "hb", "h2", "privelet", "greedyh",
-                                                                  "ordered_hierarchical", "optimized"))
+                                                                  "ordered_hierarchical", "ordered_hierarchical_tuned",
+                                                                  "optimized"))
     assert chosen.chosen.expected_mse == pytest.approx(best)
     assert "optimized considered" in chosen.reason
+    assert "ordered_hierarchical_tuned considered (predicted" in chosen.reason
     x = np.random.default_rng(1).integers(0, 9, size=k)
     release = chosen.release(x, rng=4)
     assert release.mechanism == chosen.chosen.mechanism.name
@@ -144,7 +146,8 @@ def test_auto_skips_the_optimiser_beyond_its_budget():
     frugal = Auto(budget=0.0)
     chosen = plan(w, policies.unbounded(64), 0.5, frugal)
     assert "optimized skipped (predicted" in chosen.reason
-    assert all(c.mechanism.name != "optimized" for c in chosen.considered)
+    assert "ordered_hierarchical_tuned skipped (predicted" in chosen.reason
+    assert all(c.mechanism.name not in ("optimized", "ordered_hierarchical_tuned") for c in chosen.considered)
     with pytest.raises(ValueError, match="budget"):
         Auto(budget=-1.0)
     with pytest.raises(ValueError, match="unknown mechanism"):

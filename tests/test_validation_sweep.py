@@ -330,7 +330,7 @@ INSTANCES = {
     "MWEM": M.MWEM(rounds=2, updates=2), "AHP": M.AHP(),
 }
 NATIVE = {"Ordered": M.Ordered(), "OrderedHierarchical": M.OrderedHierarchical(fanout=2),
-          "PartitionThenTransform": PartitionThenTransform()}
+          "TunedOrderedHierarchical": M.TunedOrderedHierarchical(fanout=2), "PartitionThenTransform": PartitionThenTransform()}
 
 for cls, mech in INSTANCES.items():
     case(f"{cls}.run(epsilon)", lambda v, m=mech: m.run(W, X, v, rng=0), "epsilon", bad_epsilons(), 1.0)
@@ -363,6 +363,8 @@ case("NonNegative(mechanism)", lambda v: M.NonNegative(v), "mechanism|LinearMech
      st.one_of(not_a("mechanism"), st.just(M.DAWA())), M.H2())
 case("OrderedHierarchical(fanout)", lambda v: M.OrderedHierarchical(fanout=v), "fanout", bad_ints(2), 4)
 case("OrderedHierarchical(split)", lambda v: M.OrderedHierarchical(split=v), "split", but_none(bad_shares()), 0.3)
+case("OrderedHierarchical(spacing)", lambda v: M.OrderedHierarchical(spacing=v), "spacing", but_none(bad_ints(1)), 4)
+case("TunedOrderedHierarchical(fanout)", lambda v: M.TunedOrderedHierarchical(fanout=v), "fanout", bad_ints(2), 4)
 case("Ordered(policy 2-D)", lambda v: M.Ordered().release_native(W2, X2, v, 1.0, rng=0), "1-D|policy", st.just(GRID), None)
 case("DAWA(ratio)", lambda v: M.DAWA(ratio=v), "ratio", but_none(bad_shares()), 0.3)
 case("DAWA(penalty)", lambda v: M.DAWA(penalty=v), "penalty", st.sampled_from([0, -1.0, NAN, INF, "a"]), 2.0)

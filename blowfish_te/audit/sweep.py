@@ -67,7 +67,8 @@ class SweepConfig:
     secure: bool = False
 
 
-_SLOW = ("ordered_hierarchical", "partition_then_transform", "nonnegative(identity)", "ptt(noisy_pairing)", "ptt(matching)")
+_SLOW = ("ordered_hierarchical", "ordered_hierarchical_tuned", "partition_then_transform", "nonnegative(identity)",
+         "ptt(noisy_pairing)", "ptt(matching)")
 
 #: ``"ci"``: every mechanism × policy in about a minute on two cores. A smoke test: 60 detection
 #: runs (30 for the slowest) are enough to FAIL a leak that separates the two sides with

@@ -29,7 +29,7 @@ from .hierarchical import (
 from .laplace import DirectLaplace, Identity
 from .matrix import MatrixMechanism, NonNegative
 from .optimized import Optimized
-from .ordered import Ordered, OrderedHierarchical
+from .ordered import Ordered, OrderedHierarchical, TunedOrderedHierarchical
 from .privtree import PrivTree
 from .spatial import AGrid, UGrid, hilbert_order
 from .uniform import Uniform
@@ -53,6 +53,7 @@ __all__ = [
     "NativeRelease",
     "Ordered",
     "OrderedHierarchical",
+    "TunedOrderedHierarchical",
     "DAWA",
     "MWEM",
     "AHP",

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from .._validation import check_real
 from ..workloads import Workload, as_workload
-from .base import Mechanism, get_mechanism, mechanism_class
+from .base import Mechanism, NativeMechanism, get_mechanism, mechanism_class
 
 #: The library's data-independent strategies that ``Auto`` compares by default.
-DEFAULT_CANDIDATES = ("identity", "hb", "h2", "privelet", "greedyh", "ordered_hierarchical")
+DEFAULT_CANDIDATES = ("identity", "hb", "h2", "privelet", "greedyh", "ordered_hierarchical", "ordered_hierarchical_tuned")
 
 
 class Auto(Mechanism):
     """Chooses, per workload and policy, among data-independent mechanisms (``candidates``) and the
     optimised strategy (``optimized``, see :class:`~blowfish_te.mechanisms.Optimized`) when its
     predicted optimisation time — a cost model of sizes, never a clock — is within ``budget``
-    seconds. :func:`blowfish_te.plan` with route ``"auto"`` weighs every route of every candidate
+    seconds; a candidate that tunes its own plan (``ordered_hierarchical_tuned``) is held to the
+    same budget. :func:`blowfish_te.plan` with route ``"auto"`` weighs every route of every candidate
     and keeps the lowest analytic expected error; the release names the mechanism that ran and why.
 
     Privacy: the choice depends on the workload, policy and ε only (never on the data), so it is
@@ -36,10 +37,22 @@ class Auto(Mechanism):
         self.candidates = tuple(candidates)
 
     def choices(self, workload: Workload, policy=None, route: str = "auto") -> tuple[list[tuple[Mechanism, str]], str]:
-        """The (mechanism, route) pairs to compare, and a sentence on the optimised strategy's
-        budget: it joins with every route when all its optimisations fit, with the exact route
-        alone when only that one does (route ``"auto"``), else not at all."""
-        pairs = [(get_mechanism(c), route) for c in self.candidates]
+        """The (mechanism, route) pairs to compare, and a sentence on the budgets: the optimised
+        strategy joins with every route when all its optimisations fit, with the exact route alone
+        when only that one does (route ``"auto"``), else not at all; a self-tuning native candidate
+        joins when its predicted tuning time fits."""
+        pairs, notes = [], []
+        within = f"<= budget {self.budget:g} s"
+        for name in self.candidates:
+            mech = get_mechanism(name)
+            tuned = isinstance(mech, NativeMechanism) and hasattr(mech, "predicted_seconds")
+            if tuned and policy is not None and policy.ndim == 1:  # a native mechanism that tunes its plan
+                seconds = mech.predicted_seconds(workload, policy)
+                if seconds > self.budget:
+                    notes.append(f"{name} skipped (predicted {seconds:.2g} s > budget {self.budget:g} s)")
+                    continue
+                notes.append(f"{name} considered (predicted {seconds:.2g} s {within})")
+            pairs.append((mech, route))
         optimizer = get_mechanism("optimized")
         exact = optimizer.predicted_seconds(workload, policy)
         transforms = 0.0
@@ -48,7 +61,6 @@ class Auto(Mechanism):
 
             count = 1 if policy.is_forest else len(trees.candidates(policy))
             transforms = count * optimizer.predicted_transform_seconds(policy.size)
-        within = f"<= budget {self.budget:g} s"
         if route != "exact" and exact + transforms <= self.budget:
             pairs.append((optimizer, route))
             note = f"optimized considered (predicted {exact + transforms:.2g} s {within})"
@@ -58,7 +70,7 @@ class Auto(Mechanism):
                     f"its transform routes {transforms:.2g} s more)")
         else:
             note = f"optimized skipped (predicted {exact + transforms:.2g} s > budget {self.budget:g} s)"
-        return pairs, note
+        return pairs, "; ".join([note, *notes])
 
     def _best(self, workload: Workload, epsilon: float) -> Mechanism:
         best, best_error = None, float("inf")

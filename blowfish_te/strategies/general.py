@@ -15,7 +15,7 @@ from scipy.sparse.linalg import lsmr, splu
 from .._validation import check_shape
 from ..workloads import Boxes, Workload, as_workload
 from ..workloads import identity as identity_workload
-from .base import LeastSquares
+from .base import CHUNK_ENTRIES, LeastSquares
 
 #: Largest domain for the dense Cholesky factor of AᵀA (K² entries).
 MAX_DENSE_CELLS = 4096
@@ -92,8 +92,22 @@ class GeneralStrategy(LeastSquares, Workload):
         return np.asarray(self.base.matmat(self._solve(np.asarray(x, dtype=np.float64))), dtype=np.float64)
 
     def lstsq_frobenius_sq(self, workload: Workload) -> float:
+        """‖W A⁺‖_F² = tr(W (AᵀA)⁻¹ Wᵀ) (A has full column rank, so A⁺ A⁺ᵀ = (AᵀA)⁻¹): one solve
+        per block of W's rows, without products with A, where the general method would also walk
+        W's rows (at most as many queries as measurements, no structured Gram to use instead)."""
         self._solve(np.zeros((self.size, 0)))  # raises early without a factorisation
-        return super().lstsq_frobenius_sq(workload)
+        m, k = workload.shape
+        if m > self.shape[0] or (workload.structured_gram and m > k):
+            return super().lstsq_frobenius_sq(workload)
+        total = 0.0
+        step = max(1, CHUNK_ENTRIES // max(2 * k, 1))
+        for start in range(0, m, step):
+            rows = np.arange(start, min(start + step, m))
+            unit = np.zeros((m, rows.size))
+            unit[rows, np.arange(rows.size)] = 1.0
+            block = np.asarray(workload.rmatmat(unit), dtype=np.float64)
+            total += float((block * self._solve(block)).sum())
+        return total
 
 
 class IdentityStrategy(LeastSquares, Boxes):
