@@ -338,11 +338,12 @@ class TunedOrderedHierarchical(OrderedHierarchical):
     neighbour's move of up to θ cells crosses that many block ends) but shortens every query's
     walk inside a block, and the best b depends on θ and the workload. The plans compared are
     b = θ with the fan-out-f hierarchy and b = θ/2, θ/4 with it and with single cells only below
-    the S nodes (sensitivity 2, not 2 per level). For each, the exact expected error at two splits fits the
-    model c_S/ε_S² + c_H/ε_H², whose optimum is ε_S/ε = c_S^⅓/(c_S^⅓ + c_H^⅓) with error
-    (c_S^⅓ + c_H^⅓)³ (eq. (15)'s form); the plan with the least predicted optimum is evaluated
-    exactly at its fitted split, and the least exact error among every evaluated plan — He et al.'s
-    own included — is used, so the tuned error never exceeds :class:`OrderedHierarchical`'s.
+    the S nodes (sensitivity 2, not 2 per level). For each, the exact expected error at two
+    splits fits the model c_S/ε_S² + c_H/ε_H², whose optimum is ε_S/ε = c_S^⅓/(c_S^⅓ + c_H^⅓)
+    with error (c_S^⅓ + c_H^⅓)³ (eq. (15)'s form); the plan with the least predicted optimum is
+    evaluated exactly at its fitted split, and the least exact error among every evaluated plan —
+    He et al.'s own included — is used, so the tuned error never exceeds
+    :class:`OrderedHierarchical`'s.
     (K = 4096, θ = 64: S nodes every 32 cells over single cells lower the prefix MSE by 19 %; see
     docs/theory.md.)
 

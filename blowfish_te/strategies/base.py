@@ -8,13 +8,14 @@ import scipy.sparse as sp
 
 from .._validation import check_real_array
 from ..transform import TransformedWorkload
-from ..workloads.base import CHUNK_ENTRIES, Workload
+from ..workloads.base import CHUNK_ENTRIES, Workload, unit_blocks
 from ..workloads.boxes import Boxes
 from ..workloads.buckets import BucketWorkload
 from ..workloads.matrix import MatrixWorkload
 
 #: Largest number of non-zeros of a workload's sparse rows that the closed-form errors build.
 MAX_ROW_NONZEROS = 2**24
+
 
 
 def sparse_rows(workload: Workload) -> sp.csr_array | None:
@@ -69,25 +70,13 @@ class LeastSquares:
         total = 0.0
         if workload.structured_gram and m > k:
             gram = workload.gram()
-            step = max(1, CHUNK_ENTRIES // max(2 * k, 1))
-            for start in range(0, p, step):
-                cols = np.arange(start, min(start + step, p))
-                unit = np.zeros((p, cols.size))
-                unit[cols, np.arange(cols.size)] = 1.0
+            for _, unit in unit_blocks(p, CHUNK_ENTRIES // max(2 * k, 1)):
                 block = np.asarray(self._pinv_matmat(unit), dtype=np.float64)
                 total += float((block * np.asarray(gram.matmat(block), dtype=np.float64)).sum())
         elif m <= p:
-            step = max(1, CHUNK_ENTRIES // max(k + p, 1))
-            for start in range(0, m, step):
-                rows = np.arange(start, min(start + step, m))
-                unit = np.zeros((m, rows.size))
-                unit[rows, np.arange(rows.size)] = 1.0
+            for _, unit in unit_blocks(m, CHUNK_ENTRIES // max(k + p, 1)):
                 total += float((self._pinv_rmatmat(np.asarray(workload.rmatmat(unit), dtype=np.float64)) ** 2).sum())
         else:
-            step = max(1, CHUNK_ENTRIES // max(k + m, 1))
-            for start in range(0, p, step):
-                cols = np.arange(start, min(start + step, p))
-                unit = np.zeros((p, cols.size))
-                unit[cols, np.arange(cols.size)] = 1.0
+            for _, unit in unit_blocks(p, CHUNK_ENTRIES // max(k + m, 1)):
                 total += float((np.asarray(workload.matmat(self._pinv_matmat(unit)), dtype=np.float64) ** 2).sum())
         return total

@@ -15,7 +15,8 @@ from scipy.sparse.linalg import lsmr, splu
 from .._validation import check_shape
 from ..workloads import Boxes, Workload, as_workload
 from ..workloads import identity as identity_workload
-from .base import CHUNK_ENTRIES, LeastSquares
+from ..workloads.base import CHUNK_ENTRIES, unit_blocks
+from .base import LeastSquares
 
 #: Largest domain for the dense Cholesky factor of AᵀA (K² entries).
 MAX_DENSE_CELLS = 4096
@@ -100,11 +101,7 @@ class GeneralStrategy(LeastSquares, Workload):
         if m > self.shape[0] or (workload.structured_gram and m > k):
             return super().lstsq_frobenius_sq(workload)
         total = 0.0
-        step = max(1, CHUNK_ENTRIES // max(2 * k, 1))
-        for start in range(0, m, step):
-            rows = np.arange(start, min(start + step, m))
-            unit = np.zeros((m, rows.size))
-            unit[rows, np.arange(rows.size)] = 1.0
+        for _, unit in unit_blocks(m, CHUNK_ENTRIES // max(2 * k, 1)):
             block = np.asarray(workload.rmatmat(unit), dtype=np.float64)
             total += float((block * self._solve(block)).sum())
         return total

@@ -26,6 +26,18 @@ MAX_DENSE_ENTRIES = 2**26
 #: Entries per temporary block in chunked computations.
 CHUNK_ENTRIES = 2**22
 
+
+def unit_blocks(n: int, step: int):
+    """The n × n identity in column blocks of at most ``step`` (at least 1) columns: yields each
+    block's column indices and the block, one at a time."""
+    step = max(1, step)
+    for start in range(0, n, step):
+        index = np.arange(start, min(start + step, n))
+        unit = np.zeros((n, index.size))
+        unit[index, np.arange(index.size)] = 1.0
+        yield index, unit
+
+
 NORMS = ("l1", "l2sq")
 
 
@@ -122,18 +134,10 @@ class Workload(LinearOperator):
             )
         out = np.empty((m, k))
         if m < k:
-            step = max(1, CHUNK_ENTRIES // k)
-            for start in range(0, m, step):
-                rows = np.arange(start, min(start + step, m))
-                unit = np.zeros((m, rows.size))
-                unit[rows, np.arange(rows.size)] = 1.0
+            for rows, unit in unit_blocks(m, CHUNK_ENTRIES // k):
                 out[rows] = np.asarray(self.rmatmat(unit), dtype=np.float64).T
         else:
-            step = max(1, CHUNK_ENTRIES // m)
-            for start in range(0, k, step):
-                cols = np.arange(start, min(start + step, k))
-                unit = np.zeros((k, cols.size))
-                unit[cols, np.arange(cols.size)] = 1.0
+            for cols, unit in unit_blocks(k, CHUNK_ENTRIES // m):
                 out[:, cols] = np.asarray(self.matmat(unit), dtype=np.float64)
         return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import check_index_array
-from .base import CHUNK_ENTRIES, Workload, as_block
+from .base import CHUNK_ENTRIES, Workload, as_block, unit_blocks
 
 
 class QueryRows(Workload):
@@ -32,10 +32,6 @@ class QueryRows(Workload):
         """‖W_S‖_F² from the selected rows (Wᵀ on unit vectors), not from the K columns."""
         m, k = self.shape
         total = 0.0
-        step = max(1, CHUNK_ENTRIES // max(k, 1))
-        for start in range(0, m, step):
-            count = min(step, m - start)
-            unit = np.zeros((m, count))
-            unit[np.arange(start, start + count), np.arange(count)] = 1.0
+        for _, unit in unit_blocks(m, CHUNK_ENTRIES // max(k, 1)):
             total += float((np.asarray(self._rmatmat(unit)) ** 2).sum())
         return total
