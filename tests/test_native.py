@@ -203,3 +203,28 @@ def test_tuned_ordered_hierarchical_tunes_only_the_split_for_one_block_and_refus
         M.OrderedHierarchical(spacing=0)
     with pytest.raises(ValueError, match="1-D"):
         tuned.expected_error_native(wl.identity((2, 2)), 1.0, policies.grid((2, 2)))
+
+
+def test_measurements_are_the_rows_a_release_measures_at_unit_noise():
+    """Weighted by ε_g/Δ_g, the measured rows have sensitivity at most ε; with n measured (no
+    public total) the error is exactly 2‖W A⁺‖_F² of them; the tuned plan's S nodes are where it
+    put them."""
+    k, eps = 64, 0.5
+    w = wl.prefix(k)
+    for mech in (M.OrderedHierarchical(fanout=4), M.TunedOrderedHierarchical(fanout=4)):
+        policy = policies.unbounded(k)
+        rows = mech.measurements(w, policy, eps)
+        assert bt.sensitivity(rows, policy) == pytest.approx(eps)
+        dense = rows.dense()
+        direct = 2 * np.linalg.norm(w.dense() @ np.linalg.pinv(dense)) ** 2
+        assert mech.expected_error_native(w, eps, policy) == pytest.approx(direct, rel=1e-9)
+    policy = policies.threshold(512, 64)
+    tuned = M.TunedOrderedHierarchical()
+    rows = tuned.measurements(wl.prefix(512), policy, 2.0)
+    assert bt.sensitivity(rows, policy) <= 2.0 * (1 + 1e-12)
+    spacing, _, _ = tuned._settings(wl.prefix(512), policy)
+    s_nodes = rows.hi[(rows.lo == 0) & (rows.hi > 0)]
+    assert np.array_equal(s_nodes, np.arange(spacing - 1, 511, spacing))
+    assert M.OrderedHierarchical().measurements(wl.prefix(1), policies.threshold(1, 1), 1.0) is None
+    with pytest.raises(ValueError, match="epsilon"):
+        tuned.measurements(wl.prefix(512), policy, 0.0)

@@ -305,6 +305,16 @@ class OrderedHierarchical(NativeMechanism):
         at_unit = per_policy.get(workload, lambda: self._unit_error(workload, policy, *self._settings(workload, policy)))
         return at_unit / epsilon**2
 
+    def measurements(self, workload, policy: Policy, epsilon: float) -> Boxes | None:
+        """The rows a release of ``workload`` measures at ``epsilon``, each group weighted by
+        ε_group/Δ_group, so unit Laplace noise on them is the release's noise (their L1 sensitivity
+        under ``policy`` is at most ε); None when nothing is measured (one cell, n public). For
+        inspecting the plan or comparing it with other strategies."""
+        workload = as_workload(workload)
+        _check_ordered(policy, workload, self.name)
+        epsilon = check_epsilon(epsilon)
+        return self._plan(policy, epsilon, *self._settings(workload, policy))[1]
+
     def _unit_error(self, workload: Workload, policy: Policy, spacing: int | None, share: float | None,
                     fanout: int | None = None) -> float:
         """The expected total squared error at ε = 1 of the plan with these settings."""
