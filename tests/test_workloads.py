@@ -4,7 +4,7 @@ import tracemalloc
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blowfish_te import workloads as wl
@@ -354,3 +354,64 @@ def test_bucket_views_and_probes_equal_their_dense_twins(base):
     picked = np.unique(np.linspace(0, base.num_queries - 1, 7).round().astype(int))
     np.testing.assert_allclose(probe.dense(), dense[picked], atol=1e-12)
     assert isinstance(base, wl.Boxes) and isinstance(probe.base, wl.Boxes)  # boxes stay boxes: closed forms apply
+
+
+# -- ramped prefixes and stacked workloads, against their dense twins ----------------------------
+
+
+def _random_windows(k: int, seed: int):
+    """Sorted disjoint windows [start, start + width - 1] in [0, k - 1]."""
+    gen = np.random.default_rng(seed)
+    starts, widths, position = [], [], int(gen.integers(0, 3))
+    while position < k:
+        width = int(gen.integers(1, min(6, k - position) + 1))
+        starts.append(position)
+        widths.append(width)
+        position += width + int(gen.integers(0, 4))
+    return np.array(starts), np.array(widths)
+
+
+def _dense_ramps(k, starts, widths):
+    averages = np.zeros((starts.size, k))
+    for i, (a, w) in enumerate(zip(starts, widths)):
+        averages[i, a : a + w] = 1.0 / w
+    return averages @ np.tril(np.ones((k, k)))  # the mean of w cumulative counts
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(1, 25), seed=st.integers(0, 2**31))
+def test_ramped_prefixes_and_stacks_match_their_dense_twins(k, seed):
+
+    starts, widths = _random_windows(k, seed)
+    ramps = wl.RampedPrefixes(k, starts, widths)
+    dense = _dense_ramps(k, starts, widths)
+    stacked = wl.Stacked([ramps, wl.prefix(k)], [0.5, 3.0])
+    stacked_dense = np.vstack([0.5 * dense, 3.0 * np.tril(np.ones((k, k)))])
+    u, v = (a.ravel() for a in np.meshgrid(np.arange(k), np.arange(k + 1)))  # v = K is ⊥
+    for workload, matrix in ((ramps, dense), (stacked, stacked_dense)):
+        assert np.allclose(workload.dense(), matrix)
+        assert np.allclose(workload.rmatmat(np.eye(matrix.shape[0])), matrix.T)
+        assert np.allclose(workload.tosparse().toarray(), matrix)
+        padded = np.hstack([matrix, np.zeros((matrix.shape[0], 1))])
+        diff = padded[:, u] - padded[:, v]
+        assert np.allclose(workload.difference_norms(u, v, "l1"), np.abs(diff).sum(0))
+        assert np.allclose(workload.difference_norms(u, v, "l2sq"), (diff**2).sum(0))
+        keep = u != v
+        product = workload.times_incidence(u[keep], v[keep]).toarray()
+        assert np.allclose(product, matrix @ signed_incidence(u[keep], v[keep], k).toarray())
+    assert ramps.is_binary == bool(np.all(widths == 1))
+
+
+def test_ramped_prefixes_and_stacks_refuse_bad_windows_and_parts():
+    with pytest.raises(ValueError, match="disjoint"):
+        wl.RampedPrefixes(10, [0, 2], [3, 2])
+    with pytest.raises(ValueError, match="width"):
+        wl.RampedPrefixes(10, [8], [3])
+    with pytest.raises(ValueError, match="same length"):
+        wl.RampedPrefixes(10, [0, 4], [2])
+    with pytest.raises(ValueError, match="domain"):
+        wl.Stacked([wl.prefix(4), wl.prefix(5)])
+    with pytest.raises(ValueError, match="weights"):
+        wl.Stacked([wl.prefix(4)], [0.0])
+    with pytest.raises(TypeError, match="parts"):
+        wl.Stacked([np.eye(3)])

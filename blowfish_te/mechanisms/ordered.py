@@ -23,7 +23,7 @@ from ..sensitivity import check_compatible, sensitivity
 from ..strategies import GeneralStrategy, Hierarchy
 from ..transform import transform
 from ..trees import edge_span
-from ..workloads import Boxes, Workload, as_workload
+from ..workloads import Boxes, RampedPrefixes, Stacked, Workload, as_workload
 from .base import NativeMechanism, NativeRelease, integer_entries
 
 
@@ -54,6 +54,18 @@ def _line_to_bottom(k: int) -> Policy:
 def _prefixes(k: int, ends) -> Boxes:
     ends = np.asarray(ends, dtype=np.int64)
     return Boxes((k,), np.zeros_like(ends), ends, name=f"prefixes({k}, {ends.size})")
+
+
+def _s_nodes(k: int, ends: np.ndarray, ramp: int) -> Workload:
+    """Cumulative counts at ``ends``; with ``ramp`` > 1 each (but n = s_{K-1}) averages the ``ramp``
+    counts centred on its end (:class:`~blowfish_te.workloads.RampedPrefixes`), the windows
+    cut at the next one and at the last cell."""
+    if ramp <= 1:
+        return _prefixes(k, ends)
+    total = ends == k - 1
+    starts = np.where(total, k - 1, np.maximum(ends - ramp // 2, 0))
+    limits = np.append(starts[1:], k)  # a window stops before the next one starts
+    return RampedPrefixes(k, starts, np.where(total, 1, np.minimum(ramp, limits - starts)))
 
 
 class Ordered(NativeMechanism):
@@ -166,7 +178,9 @@ class OrderedHierarchical(NativeMechanism):
     whole domain when ⊥ joins interior cells, as under unbounded DP, where the S node is n itself
     and gets at least one level's share of ε). ``spacing`` puts the S nodes (and the blocks) every
     ``spacing`` cells instead of every θ: an S-node set then has sensitivity about θ/spacing, the
-    blocks' trees are lower (see :class:`TunedOrderedHierarchical`).
+    blocks' trees are lower; ``ramp`` spreads each S node's step over that many cells (the mean of
+    the cumulative counts around the block end, :class:`~blowfish_te.workloads.RampedPrefixes`;
+    see :class:`TunedOrderedHierarchical`).
 
     Privacy: each group's noise is Laplace(Δ_G/ε_group), Δ_G computed from the policy's edges for
     that group's rows; sequential composition gives (ε_S + ε_H, G)-Blowfish. (The seed gives the first
@@ -182,10 +196,12 @@ class OrderedHierarchical(NativeMechanism):
 
     name = "ordered_hierarchical"
 
-    def __init__(self, fanout: int = 16, split: float | None = None, spacing: int | None = None):
+    def __init__(self, fanout: int = 16, split: float | None = None, spacing: int | None = None,
+                 ramp: int | None = None):
         self.fanout = check_int(fanout, "fanout", minimum=2)
         self.split = None if split is None else check_real(split, "split (ε_S / ε)", 0, 1, exclusive=True)
         self.spacing = None if spacing is None else check_int(spacing, "spacing (cells between S nodes)", minimum=1)
+        self.ramp = None if ramp is None else check_int(ramp, "ramp (cells an S node's step is spread over)", minimum=1)
 
     @staticmethod
     def _theta(policy: Policy) -> int:
@@ -195,8 +211,10 @@ class OrderedHierarchical(NativeMechanism):
             return k
         return max(1, min(edge_span(policy), k))
 
-    def _groups(self, policy: Policy, spacing: int | None = None, fanout: int | None = None) -> tuple[Boxes | None, Boxes | None, int]:
-        """S nodes every ``spacing`` cells (default: this mechanism's spacing, else θ) and the
+    def _groups(self, policy: Policy, spacing: int | None = None, fanout: int | None = None,
+                ramp: int | None = None) -> tuple[Workload | None, Boxes | None, int]:
+        """S nodes every ``spacing`` cells (default: this mechanism's spacing, else θ), their steps
+        spread over ``ramp`` cells (default: this mechanism's; at most the spacing), and the
         fan-out-``fanout`` hierarchies (default: this mechanism's) below each block of ``spacing``
         cells; also returns the block size."""
         k = policy.size
@@ -205,7 +223,7 @@ class OrderedHierarchical(NativeMechanism):
         ends = np.arange(block - 1, k - 1, block)
         if not _public_total(policy):
             ends = np.append(ends, k - 1)
-        s_rows = _prefixes(k, ends) if ends.size else None
+        s_rows = _s_nodes(k, ends, min(ramp or self.ramp or 1, block)) if ends.size else None
         h_rows = None
         if block > 1:
             los, his = [], []
@@ -227,13 +245,14 @@ class OrderedHierarchical(NativeMechanism):
             share = max(share, 1.0 / (ceil_log(block, self.fanout) + 1))
         return share
 
-    def _settings(self, workload: Workload, policy: Policy) -> tuple[int | None, float | None, int | None]:
-        """(spacing, ε_S / ε, fan-out) for this workload: the constructor's (None: θ, eq. (15))."""
-        return None, None, None
+    def _settings(self, workload: Workload, policy: Policy) -> tuple[int | None, float | None, int | None, int | None]:
+        """(spacing, ε_S / ε, fan-out, ramp) for this workload: the constructor's (None: θ, eq. (15),
+        steps)."""
+        return None, None, None, None
 
     def _plan(self, policy: Policy, epsilon: float, spacing: int | None = None, share: float | None = None,
-              fanout: int | None = None):
-        s_rows, h_rows, block = self._groups(policy, spacing, fanout)
+              fanout: int | None = None, ramp: int | None = None):
+        s_rows, h_rows, block = self._groups(policy, spacing, fanout, ramp)
         theta = self._theta(policy)
         if share is None:
             share = self._default_share(policy, block, s_rows is not None)
@@ -251,13 +270,17 @@ class OrderedHierarchical(NativeMechanism):
             groups.append((label, rows, delta, delta / eps))
         if not groups:
             return [], None
+        name = f"oh({policy.size}, theta={theta}, spacing={block})"
+        if not all(isinstance(rows, Boxes) for _, rows, _, _ in groups):  # ramped S nodes
+            parts = [rows for _, rows, _, _ in groups]
+            return groups, Stacked(parts, [1.0 / scale if scale > 0 else 1.0 for *_, scale in groups], name=name)
         lo = np.concatenate([rows.lo for _, rows, _, _ in groups])
         hi = np.concatenate([rows.hi for _, rows, _, _ in groups])
         weights = np.concatenate([np.full(rows.num_queries, 1.0 / scale if scale > 0 else 1.0) for _, rows, _, scale in groups])
-        weighted = Boxes(policy.shape, lo, hi, name=f"oh({policy.size}, theta={theta}, spacing={block})", weights=weights)
+        weighted = Boxes(policy.shape, lo, hi, name=name, weights=weights)
         return groups, weighted
 
-    def _solver(self, policy: Policy, weighted: Boxes):
+    def _solver(self, policy: Policy, weighted: Workload):
         """Least squares in cumulative coordinates, where every S node and block range touches at
         most two unknowns (a sparse Gram at any size): the line tree ending at the last cell when n
         is public (n enters exactly), else ending at ⊥ (n is one more unknown)."""
@@ -305,7 +328,7 @@ class OrderedHierarchical(NativeMechanism):
         at_unit = per_policy.get(workload, lambda: self._unit_error(workload, policy, *self._settings(workload, policy)))
         return at_unit / epsilon**2
 
-    def measurements(self, workload, policy: Policy, epsilon: float) -> Boxes | None:
+    def measurements(self, workload, policy: Policy, epsilon: float) -> Workload | None:
         """The rows a release of ``workload`` measures at ``epsilon``, each group weighted by
         ε_group/Δ_group, so unit Laplace noise on them is the release's noise (their L1 sensitivity
         under ``policy`` is at most ε); None when nothing is measured (one cell, n public). For
@@ -316,9 +339,9 @@ class OrderedHierarchical(NativeMechanism):
         return self._plan(policy, epsilon, *self._settings(workload, policy))[1]
 
     def _unit_error(self, workload: Workload, policy: Policy, spacing: int | None, share: float | None,
-                    fanout: int | None = None) -> float:
+                    fanout: int | None = None, ramp: int | None = None) -> float:
         """The expected total squared error at ε = 1 of the plan with these settings."""
-        _, weighted = self._plan(policy, 1.0, spacing, share, fanout)
+        _, weighted = self._plan(policy, 1.0, spacing, share, fanout, ramp)
         if weighted is None:
             return 0.0
         solver, tree = self._solver(policy, weighted)
@@ -329,11 +352,25 @@ def _error_of(plan: tuple) -> float:
     return plan[0]
 
 
+def ramp_width(spacing: int) -> int | None:
+    """Cells a tuned S node's step is spread over: RAMP_FRACTION of the spacing, at most
+    √(RAMP_GRAM_CELLS · spacing); None (a plain step) below 2 cells."""
+    width = min(int(RAMP_FRACTION * spacing), math.isqrt(RAMP_GRAM_CELLS * spacing))
+    return width if width >= 2 else None
+
+
 #: Block sizes the tuned mechanism compares, as divisors of θ: θ, θ/2, θ/4 (at least 1 cell). At
 #: K = 4096 (ε = 0.1, prefixes and random ranges, θ = 4, 16, 64) θ/8 never won.
 TUNED_SPACING_DIVISORS = (1, 2, 4)
 #: The two splits ε_S/ε at which each plan's error is evaluated to fit c_S/ε_S² + c_H/ε_H².
 FIT_SHARES = (1.0 / 3.0, 2.0 / 3.0)
+#: Fraction of the spacing b an S node's step is spread over in the tuned plans: at K = 4096
+#: (prefixes and random ranges, θ = 4, 16, 64, single cells or a hierarchy below) ramps of 3b/4
+#: beat b/2 and b in every case measured.
+RAMP_FRACTION = 0.75
+#: Ramps are at most √(RAMP_GRAM_CELLS · b) wide, so that the least-squares Gram (w² entries per
+#: ramp, a ramp every b cells) keeps a sparse factorisation at any domain size.
+RAMP_GRAM_CELLS = 32
 #: Seconds per (cell × query) of one exact error evaluation (K = 4096 prefixes: about 0.8 s on the
 #: 2-core reference machine): the cost model of :meth:`TunedOrderedHierarchical.predicted_seconds`.
 SECONDS_PER_CELL_QUERY = 5e-8
@@ -348,14 +385,18 @@ class TunedOrderedHierarchical(OrderedHierarchical):
     neighbour's move of up to θ cells crosses that many block ends) but shortens every query's
     walk inside a block, and the best b depends on θ and the workload. The plans compared are
     b = θ with the fan-out-f hierarchy and b = θ/2, θ/4 with it and with single cells only below
-    the S nodes (sensitivity 2, not 2 per level). For each, the exact expected error at two
-    splits fits the model c_S/ε_S² + c_H/ε_H², whose optimum is ε_S/ε = c_S^⅓/(c_S^⅓ + c_H^⅓)
-    with error (c_S^⅓ + c_H^⅓)³ (eq. (15)'s form); the plan with the least predicted optimum is
-    evaluated exactly at its fitted split, and the least exact error among every evaluated plan —
-    He et al.'s own included — is used, so the tuned error never exceeds
-    :class:`OrderedHierarchical`'s.
-    (K = 4096, θ = 64: S nodes every 32 cells over single cells lower the prefix MSE by 19 %; see
-    docs/theory.md.)
+    the S nodes (sensitivity 2, not 2 per level). In these plans each S node's step is spread
+    into a ramp over w = 3b/4 cells (the mean of the w cumulative counts around the block end,
+    :class:`~blowfish_te.workloads.RampedPrefixes`): a move changes each ramp by the share of its
+    window it crosses, so the set costs no more than the steps (Δ_S is computed from the edges
+    all the same), and the least squares reads each block end from w counts instead of one.
+    For each plan, the exact expected error at two splits fits the model c_S/ε_S² + c_H/ε_H²,
+    whose optimum is ε_S/ε = c_S^⅓/(c_S^⅓ + c_H^⅓) with error (c_S^⅓ + c_H^⅓)³ (eq. (15)'s form);
+    the plan with the least predicted optimum is evaluated exactly at its fitted split, and with
+    plain steps; the least exact error among every evaluated plan — He et al.'s own included — is
+    used, so the tuned error never exceeds :class:`OrderedHierarchical`'s.
+    (K = 4096, θ = 64, prefixes: 13.1× the policy bound for He et al.'s plan, 10.6× with S nodes
+    every 32 cells over single cells, 9.2× with their steps ramped; see docs/theory.md.)
 
     Privacy: as :class:`OrderedHierarchical` — the choice reads the workload and the policy only,
     never the data; each group's Δ_G is computed from the policy's edges for the rows measured and
@@ -367,17 +408,17 @@ class TunedOrderedHierarchical(OrderedHierarchical):
     def __init__(self, fanout: int = 16):
         super().__init__(fanout)
 
-    def _candidates(self, policy: Policy) -> list[tuple[int, int]]:
-        """The (spacing, fan-out) plans compared, without duplicates (a fan-out of at least the
-        block size measures single cells): blocks of θ with the fan-out-f hierarchy, finer blocks
-        with it and with single cells."""
+    def _candidates(self, policy: Policy) -> list[tuple[int, int, int | None]]:
+        """The (spacing, fan-out, ramp) plans compared, without duplicates (a fan-out of at least
+        the block size measures single cells): blocks of θ with the fan-out-f hierarchy, finer
+        blocks with it and with single cells, every S node ramped (:func:`ramp_width`)."""
         theta = self._theta(policy)
         if theta == policy.size:  # one block (e.g. unbounded DP): only the split is tuned
-            return [(theta, self.fanout)]
+            return [(theta, self.fanout, None)]
         plans = []
         for spacing in sorted({max(1, theta // d) for d in TUNED_SPACING_DIVISORS}, reverse=True):
             for fanout in (self.fanout,) if spacing == theta else (self.fanout, spacing):
-                plan = (spacing, max(2, min(fanout, spacing)))
+                plan = (spacing, max(2, min(fanout, spacing)), ramp_width(spacing))
                 if plan not in plans:
                     plans.append(plan)
         return plans
@@ -387,30 +428,34 @@ class TunedOrderedHierarchical(OrderedHierarchical):
         data-independent and the same on every machine."""
         workload = as_workload(workload)
         queries = min(workload.num_queries, workload.size) if workload.structured_gram else workload.num_queries
-        evaluations = 2 + len(FIT_SHARES) * len(self._candidates(policy))
+        evaluations = 3 + len(FIT_SHARES) * len(self._candidates(policy))
         return evaluations * SECONDS_PER_CELL_QUERY * workload.size * queries
 
-    def _settings(self, workload: Workload, policy: Policy) -> tuple[int | None, float | None, int | None]:
+    def _settings(self, workload: Workload, policy: Policy) -> tuple[int | None, float | None, int | None, int | None]:
         per_policy = self._cache("settings").get(policy, IdentityCache)
         return per_policy.get(workload, lambda: self._tune(workload, policy))
 
-    def _tune(self, workload: Workload, policy: Policy) -> tuple[int | None, float | None, int | None]:
-        evaluated = [(self._unit_error(workload, policy, None, None), (None, None, None))]  # He et al.'s plan
+    def _tune(self, workload: Workload, policy: Policy) -> tuple[int | None, float | None, int | None, int | None]:
+        evaluated = [(self._unit_error(workload, policy, None, None), (None, None, None, None))]  # He et al.'s plan
         low, high = FIT_SHARES
         fitted = []  # (predicted optimum, settings)
-        for spacing, fanout in self._candidates(policy):
-            s_rows, h_rows, _ = self._groups(policy, spacing, fanout)
+        for spacing, fanout, ramp in self._candidates(policy):
+            s_rows, h_rows, _ = self._groups(policy, spacing, fanout, ramp)
             if s_rows is None or h_rows is None:  # one group: no split to choose
-                evaluated.append((self._unit_error(workload, policy, spacing, 0.5, fanout), (spacing, 0.5, fanout)))
+                settings = (spacing, 0.5, fanout, ramp)
+                evaluated.append((self._unit_error(workload, policy, *settings), settings))
                 continue
-            e_low = self._unit_error(workload, policy, spacing, low, fanout)
-            e_high = self._unit_error(workload, policy, spacing, high, fanout)
-            evaluated += [(e_low, (spacing, low, fanout)), (e_high, (spacing, high, fanout))]
+            e_low = self._unit_error(workload, policy, spacing, low, fanout, ramp)
+            e_high = self._unit_error(workload, policy, spacing, high, fanout, ramp)
+            evaluated += [(e_low, (spacing, low, fanout, ramp)), (e_high, (spacing, high, fanout, ramp))]
             c_s, c_h = np.linalg.solve([[low**-2, (1 - low) ** -2], [high**-2, (1 - high) ** -2]], [e_low, e_high])
             if c_s > 0 and c_h > 0:  # else the model does not fit: the evaluated splits stand
                 share = float(np.clip(np.cbrt(c_s) / (np.cbrt(c_s) + np.cbrt(c_h)), 0.02, 0.98))
-                fitted.append(((np.cbrt(c_s) + np.cbrt(c_h)) ** 3, (spacing, share, fanout)))
+                fitted.append(((np.cbrt(c_s) + np.cbrt(c_h)) ** 3, (spacing, share, fanout, ramp)))
         if fitted:
             settings = min(fitted, key=_error_of)[1]
             evaluated.append((self._unit_error(workload, policy, *settings), settings))
+            if settings[3] is not None:  # its twin with plain steps (better at a few small domains)
+                steps = settings[:3] + (None,)
+                evaluated.append((self._unit_error(workload, policy, *steps), steps))
         return min(evaluated, key=_error_of)[1]

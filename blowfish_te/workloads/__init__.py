@@ -27,7 +27,9 @@ from .base import Workload
 from .boxes import Boxes
 from .buckets import BucketWorkload
 from .matrix import MatrixWorkload
+from .ramps import RampedPrefixes
 from .rows import QueryRows
+from .stacked import Stacked
 
 __all__ = [
     "Workload",
@@ -36,6 +38,8 @@ __all__ = [
     "MatrixWorkload",
     "BucketWorkload",
     "QueryRows",
+    "RampedPrefixes",
+    "Stacked",
     "identity",
     "prefix",
     "all_ranges",
