@@ -7,7 +7,7 @@ from scipy.optimize import approx_fprime
 
 from blowfish_te import answer, plan, policies
 from blowfish_te import workloads as wl
-from blowfish_te.mechanisms import Auto, Optimized, get_mechanism
+from blowfish_te.mechanisms import Auto, Optimized, TunedOrderedHierarchical, get_mechanism
 from blowfish_te.mechanisms.optimized import axis_edges
 from blowfish_te.release import transform_floor
 from blowfish_te.sensitivity import sensitivity
@@ -163,6 +163,10 @@ def test_auto_skips_the_optimiser_beyond_its_budget():
     assert "optimized skipped (predicted" in chosen.reason
     assert "ordered_hierarchical_tuned skipped (predicted" in chosen.reason
     assert all(c.mechanism.name not in ("optimized", "ordered_hierarchical_tuned") for c in chosen.considered)
+    # a wide domain with few queries: the tuning time is the Δ_G of every plan over K·θ edges
+    tuned, k = TunedOrderedHierarchical(), 2**17
+    few = wl.random_ranges(k, 20, rng=0)
+    assert tuned.predicted_seconds(few, policies.threshold(k, 64)) > 10.0 > tuned.predicted_seconds(few, policies.line(k))
     with pytest.raises(ValueError, match="budget"):
         Auto(budget=-1.0)
     with pytest.raises(ValueError, match="unknown mechanism"):

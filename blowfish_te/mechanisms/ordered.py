@@ -264,7 +264,7 @@ class OrderedHierarchical(NativeMechanism):
         for label, rows, eps in (("S", s_rows, share * epsilon), ("H", h_rows, (1 - share) * epsilon)):
             if rows is None or eps <= 0:
                 continue
-            delta = sensitivity(rows, policy)
+            delta = self._delta(policy, (label, spacing, fanout, ramp), rows)
             if delta > 0 and not (np.isfinite(delta / eps) and eps / delta > 0):
                 raise ValueError(f"epsilon={epsilon!r} is too small: the noise scales overflow")
             groups.append((label, rows, delta, delta / eps))
@@ -279,6 +279,14 @@ class OrderedHierarchical(NativeMechanism):
         weights = np.concatenate([np.full(rows.num_queries, 1.0 / scale if scale > 0 else 1.0) for _, rows, _, scale in groups])
         weighted = Boxes(policy.shape, lo, hi, name=name, weights=weights)
         return groups, weighted
+
+    def _delta(self, policy: Policy, plan: tuple, rows: Workload) -> float:
+        """Δ_G of a group's rows, from the policy's edges, once per policy and ``plan`` (the group
+        label and settings that determine the rows): tuning evaluates a plan at several splits."""
+        per_policy = self._cache("deltas").get(policy, dict)
+        if plan not in per_policy:
+            per_policy[plan] = sensitivity(rows, policy)
+        return per_policy[plan]
 
     def _solver(self, policy: Policy, weighted: Workload):
         """Least squares in cumulative coordinates, where every S node and block range touches at
@@ -374,6 +382,9 @@ RAMP_GRAM_CELLS = 32
 #: Seconds per (cell × query) of one exact error evaluation (K = 4096 prefixes: about 0.8 s on the
 #: 2-core reference machine): the cost model of :meth:`TunedOrderedHierarchical.predicted_seconds`.
 SECONDS_PER_CELL_QUERY = 5e-8
+#: Seconds per policy edge of one plan's Δ_G (both groups over every edge, once per plan; K = 2^18,
+#: θ = 64: about 5 s for 16.8 M edges on the reference machine), the other term of that model.
+SECONDS_PER_EDGE = 3e-7
 
 
 class TunedOrderedHierarchical(OrderedHierarchical):
@@ -424,12 +435,14 @@ class TunedOrderedHierarchical(OrderedHierarchical):
         return plans
 
     def predicted_seconds(self, workload: Workload, policy: Policy) -> float:
-        """Predicted tuning time from sizes alone (see :data:`SECONDS_PER_CELL_QUERY`):
-        data-independent and the same on every machine."""
+        """Predicted tuning time from sizes alone (see :data:`SECONDS_PER_CELL_QUERY` and
+        :data:`SECONDS_PER_EDGE`): data-independent and the same on every machine."""
         workload = as_workload(workload)
         queries = min(workload.num_queries, workload.size) if workload.structured_gram else workload.num_queries
-        evaluations = 3 + len(FIT_SHARES) * len(self._candidates(policy))
-        return evaluations * SECONDS_PER_CELL_QUERY * workload.size * queries
+        candidates = len(self._candidates(policy))
+        plans = 2 + candidates  # with He et al.'s and the steps twin of the fitted plan
+        evaluations = 3 + len(FIT_SHARES) * candidates  # and the fitted split
+        return evaluations * SECONDS_PER_CELL_QUERY * workload.size * queries + plans * SECONDS_PER_EDGE * policy.num_edges
 
     def _settings(self, workload: Workload, policy: Policy) -> tuple[int | None, float | None, int | None, int | None]:
         per_policy = self._cache("settings").get(policy, IdentityCache)
