@@ -264,7 +264,7 @@ class OrderedHierarchical(NativeMechanism):
         for label, rows, eps in (("S", s_rows, share * epsilon), ("H", h_rows, (1 - share) * epsilon)):
             if rows is None or eps <= 0:
                 continue
-            delta = self._delta(policy, (label, spacing, fanout, ramp), rows)
+            delta = self._delta(policy, (label, block, fanout or self.fanout, ramp or self.ramp), rows)
             if delta > 0 and not (np.isfinite(delta / eps) and eps / delta > 0):
                 raise ValueError(f"epsilon={epsilon!r} is too small: the noise scales overflow")
             groups.append((label, rows, delta, delta / eps))
@@ -282,7 +282,8 @@ class OrderedHierarchical(NativeMechanism):
 
     def _delta(self, policy: Policy, plan: tuple, rows: Workload) -> float:
         """Δ_G of a group's rows, from the policy's edges, once per policy and ``plan`` (the group
-        label and settings that determine the rows): tuning evaluates a plan at several splits."""
+        label and the resolved block size, fan-out and ramp, which determine the rows): tuning
+        evaluates a plan at several splits."""
         per_policy = self._cache("deltas").get(policy, dict)
         if plan not in per_policy:
             per_policy[plan] = sensitivity(rows, policy)

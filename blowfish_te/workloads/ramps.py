@@ -29,7 +29,7 @@ class RampedPrefixes(Workload):
         if starts.shape != widths.shape:
             raise ValueError(f"starts and widths must have the same length, got {starts.size} and {widths.size}")
         ends = starts + widths - 1
-        if starts.size and (widths.min() < 1 or starts.min() < 0 or ends.max() > k - 1):
+        if starts.size and (widths.min() < 1 or ends.max() > k - 1):
             raise ValueError(f"every window [start, start + width - 1] must have width >= 1 and lie in [0, {k - 1}]")
         if np.any(starts[1:] <= ends[:-1]):
             raise ValueError("the windows must be sorted and disjoint (each starts after the previous one ends)")
