@@ -252,7 +252,7 @@ class OrderedHierarchical(NativeMechanism):
 
     def _plan(self, policy: Policy, epsilon: float, spacing: int | None = None, share: float | None = None,
               fanout: int | None = None, ramp: int | None = None):
-        s_rows, h_rows, block = self._groups(policy, spacing, fanout, ramp)
+        s_rows, h_rows, block, deltas = self._measured_groups(policy, spacing, fanout, ramp)
         theta = self._theta(policy)
         if share is None:
             share = self._default_share(policy, block, s_rows is not None)
@@ -264,7 +264,7 @@ class OrderedHierarchical(NativeMechanism):
         for label, rows, eps in (("S", s_rows, share * epsilon), ("H", h_rows, (1 - share) * epsilon)):
             if rows is None or eps <= 0:
                 continue
-            delta = self._delta(policy, (label, block, fanout or self.fanout, ramp or self.ramp), rows)
+            delta = deltas[label]
             if delta > 0 and not (np.isfinite(delta / eps) and eps / delta > 0):
                 raise ValueError(f"epsilon={epsilon!r} is too small: the noise scales overflow")
             groups.append((label, rows, delta, delta / eps))
@@ -280,14 +280,17 @@ class OrderedHierarchical(NativeMechanism):
         weighted = Boxes(policy.shape, lo, hi, name=name, weights=weights)
         return groups, weighted
 
-    def _delta(self, policy: Policy, plan: tuple, rows: Workload) -> float:
-        """Δ_G of a group's rows, from the policy's edges, once per policy and ``plan`` (the group
-        label and the resolved block size, fan-out and ramp, which determine the rows): tuning
-        evaluates a plan at several splits."""
-        per_policy = self._cache("deltas").get(policy, dict)
-        if plan not in per_policy:
-            per_policy[plan] = sensitivity(rows, policy)
-        return per_policy[plan]
+    def _measured_groups(self, policy: Policy, spacing: int | None, fanout: int | None, ramp: int | None):
+        """:meth:`_groups` and each group's Δ_G from the policy's edges, built once per policy and
+        resolved settings: tuning evaluates a plan at several splits, and both the rows (a tree per
+        block) and Δ_G (a pass over every edge) cost seconds on large domains."""
+        key = (spacing or self.spacing or self._theta(policy), fanout or self.fanout, ramp or self.ramp)
+        per_policy = self._cache("groups").get(policy, dict)
+        if key not in per_policy:
+            s_rows, h_rows, block = self._groups(policy, *key)
+            deltas = {label: sensitivity(rows, policy) for label, rows in (("S", s_rows), ("H", h_rows)) if rows is not None}
+            per_policy[key] = (s_rows, h_rows, block, deltas)
+        return per_policy[key]
 
     def _solver(self, policy: Policy, weighted: Workload):
         """Least squares in cumulative coordinates, where every S node and block range touches at
@@ -454,7 +457,7 @@ class TunedOrderedHierarchical(OrderedHierarchical):
         low, high = FIT_SHARES
         fitted = []  # (predicted optimum, settings)
         for spacing, fanout, ramp in self._candidates(policy):
-            s_rows, h_rows, _ = self._groups(policy, spacing, fanout, ramp)
+            s_rows, h_rows, _, _ = self._measured_groups(policy, spacing, fanout, ramp)
             if s_rows is None or h_rows is None:  # one group: no split to choose
                 settings = (spacing, 0.5, fanout, ramp)
                 evaluated.append((self._unit_error(workload, policy, *settings), settings))
