@@ -32,6 +32,7 @@ __all__ = [
     "TransformedWorkload",
     "TreeTransform",
     "Workload",
+    "adaptive",
     "answer",
     "budget",
     "composites",
@@ -42,7 +43,9 @@ __all__ = [
     "mechanisms",
     "plan",
     "policies",
+    "selection",
     "sensitivity",
+    "smoothing",
     "transform",
     "trees",
     "workloads",
@@ -50,7 +53,8 @@ __all__ = [
 
 # Names load on first use (PEP 562), so ``import blowfish_te.io`` does not pay for the mechanisms,
 # scipy and networkx: a records-to-histogram job starts in milliseconds.
-_MODULES = {"budget", "composites", "constraints", "errors", "io", "kmeans", "mechanisms", "policies", "trees", "workloads"}
+_MODULES = {"adaptive", "budget", "composites", "constraints", "errors", "io", "kmeans", "mechanisms", "policies", "selection",
+            "smoothing", "trees", "workloads"}
 _NAMES = {
     "BudgetAccountant": "budget", "BlowfishError": "errors", "BudgetExceededError": "errors", "CyclicPolicyError": "errors",
     "SpecError": "errors", "LinearMechanism": "mechanisms", "Mechanism": "mechanisms", "BOTTOM": "policies", "Policy": "policies",
@@ -88,7 +92,7 @@ sys.modules[__name__].__class__ = _Package
 
 
 if TYPE_CHECKING:
-    from . import budget, composites, constraints, errors, io, kmeans, mechanisms, policies, trees, workloads
+    from . import adaptive, budget, composites, constraints, errors, io, kmeans, mechanisms, policies, selection, smoothing, trees, workloads
     from .budget import BudgetAccountant
     from .errors import BlowfishError, BudgetExceededError, CyclicPolicyError, SpecError
     from .mechanisms import LinearMechanism, Mechanism

@@ -14,11 +14,13 @@ from .mechanisms import (
     HB,
     Identity,
     LinearMechanism,
+    Mechanism,
     NativeMechanism,
     NativeRelease,
     Privelet,
     get_mechanism,
 )
+from .mechanisms.spatial import hilbert_order
 from .noise import RNGLike, check_rng
 from .partitions import (
     dawa_partition,
@@ -28,8 +30,10 @@ from .partitions import (
 )
 from .policies import Policy
 from .release import answer, plan
+from .selection import choose
 from .sensitivity import check_compatible
-from .workloads import BucketWorkload, Workload, as_workload, evenly_spaced_queries
+from .smoothing import MAX_SMOOTHING, CellNoise, smooth
+from .workloads import BucketWorkload, Workload, as_workload, evenly_spaced_queries, identity
 
 PARTITIONS = ("dawa", "matching", "noisy_pairing")
 #: Linear strategies for the bucket totals, compared by analytic error under the quotient policy.
@@ -84,7 +88,8 @@ class PartitionThenTransform(NativeMechanism):
 
     name = "partition_then_transform"
 
-    def __init__(self, partition: str = "dawa", epsilon_split: float | None = None, estimator: LinearMechanism | None = None):
+    def __init__(self, partition: str = "dawa", epsilon_split: float | None = None, estimator: LinearMechanism | None = None,
+                 select: bool = True):
         if partition not in PARTITIONS:
             raise ValueError(f"partition must be one of {PARTITIONS}, got {partition!r}")
         self.partition = partition
@@ -92,6 +97,9 @@ class PartitionThenTransform(NativeMechanism):
         if estimator is not None and not isinstance(estimator, LinearMechanism):
             raise TypeError(f"estimator must be a LinearMechanism or None, got {type(estimator).__name__}")
         self.estimator = estimator
+        if not isinstance(select, (bool, np.bool_)):
+            raise TypeError(f"select must be True or False (choose privately whether to partition), got {select!r}")
+        self.select = bool(select)
 
     def split(self, workload: Workload, policy: Policy) -> float:
         """ε₁/ε for ``workload`` under ``policy``: the given share, else the rule above."""
@@ -107,6 +115,18 @@ class PartitionThenTransform(NativeMechanism):
             return matching_partition(x, eps1 / 2, eps2, gen)
         return noisy_pairing_partition(x, policy, eps1, eps2, gen)
 
+    def selects(self, workload: Workload, policy: Policy) -> bool:
+        """Whether a release first checks privately that the partition pays: ``select`` is on,
+        the split is the default rule's and it partitions."""
+        return self.select and self.epsilon_split is None and self.split(workload, policy) > 0
+
+    def _labels(self, x: np.ndarray, policy: Policy, eps1: float, eps2: float, gen) -> np.ndarray:
+        if self.partition == "dawa":
+            return dawa_partition(x, eps1 / 2, eps2, gen, penalty=BUCKET_PRICE)
+        if self.partition == "matching":
+            return matching_partition(x, eps1 / 2, eps2, gen)
+        return noisy_pairing_partition(x, policy, eps1, eps2, gen)
+
     def release_native(self, workload, x, policy: Policy, epsilon: float, rng: RNGLike = None) -> NativeRelease:
         workload = as_workload(workload)
         check_compatible(workload, policy)
@@ -114,22 +134,41 @@ class PartitionThenTransform(NativeMechanism):
         epsilon = check_epsilon(epsilon)
         gen = check_rng(rng)
         eps1 = self.split(workload, policy) * epsilon
+        if self.selects(workload, policy):
+            decision = choose(x, epsilon, gen, total=public_total(policy, x), record_moves=2)
+            notes = f"{self.name}: {decision.features.describe()}; {decision.reason}"
+            if decision.route != "partition":
+                estimator, chosen = self._plain_plan(workload, policy)
+                return plain_release(workload, x, policy, epsilon - decision.spent, gen, estimator, chosen,
+                                     decision.route == "smooth", notes)
+            rest = epsilon - decision.spent  # both steps keep their shares of the rest
+            return self.partitioned(workload, x, policy, rest, eps1 * rest / epsilon, gen, notes)
+        return self.partitioned(workload, x, policy, epsilon, eps1, gen, "")
+
+    def _plain_plan(self, workload: Workload, policy: Policy):
+        if self.estimator is not None:
+            return self.estimator, plan(workload, policy, 1.0, self.estimator).chosen
+        # depends on (W, G) only: planned once
+        return self._cache("plan").get(workload, IdentityCache).get(policy, lambda: best_plan(workload, policy))
+
+    def partitioned(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, eps1: float, gen,
+                    notes: str) -> NativeRelease:
+        """The partition at ``eps1`` (none when 0) and the bucket totals at ``epsilon`` - ``eps1``, on
+        validated arguments; ``notes`` join the release's choice."""
         eps2 = epsilon - eps1
         if eps1 > 0:
             labels = self._labels(x, policy, eps1, eps2, gen)
             reduced, quotient = BucketWorkload(workload, labels), quotient_policy(policy, labels)
             totals = np.bincount(labels, weights=x).astype(np.int64)
+            estimator, chosen = (self.estimator, None) if self.estimator is not None else best_plan(reduced, quotient)
         else:  # no partition: every cell its own bucket
             labels, reduced, quotient, totals = np.arange(x.size), workload, policy, x
-        if self.estimator is None:
-            if eps1 > 0:
-                estimator, chosen = best_plan(reduced, quotient)
-            else:  # depends on (W, G) only: planned once
-                estimator, chosen = self._cache("plan").get(workload, IdentityCache).get(policy, lambda: best_plan(workload, policy))
+            estimator, chosen = (self.estimator, None) if self.estimator is not None else self._plain_plan(workload, policy)
+        if chosen is None:
+            inner = answer(reduced, totals, quotient, eps2, estimator, rng=gen)
+        else:
             tree = chosen.tree if chosen.route == "transform" and chosen.tree is not quotient else None
             inner = answer(reduced, totals, quotient, eps2, estimator, rng=gen, route=chosen.route, tree=tree)
-        else:
-            inner = answer(reduced, totals, quotient, eps2, self.estimator, rng=gen)
         last_cell = np.zeros(quotient.size, dtype=np.int64)
         np.maximum.at(last_cell, labels, np.arange(labels.size))
         disclosed = {int(last_cell[b]): total for b, total in inner.component_totals.items()}
@@ -138,7 +177,64 @@ class PartitionThenTransform(NativeMechanism):
             sensitivity={"buckets": inner.sensitivity},
             noise_scale={"buckets": inner.noise_scale},
             component_totals=disclosed,
+            notes=notes,
         )
+
+
+def public_total(policy: Policy, x: np.ndarray) -> int | None:
+    """The record total when the policy discloses it (no ⊥: every component's total is the same
+    for all neighbours, so the sum is public), else None."""
+    return None if policy.has_bottom else int(np.sum(x))
+
+
+def cell_noise(policy: Policy, chosen, scale: float) -> CellNoise | None:
+    """The public noise of Identity's cell estimates released along ``chosen`` (a route of
+    :func:`blowfish_te.plan`) with Laplace scale ``scale``: independent in the exact route and
+    under unbounded DP (the transform is the identity), a path along the line policy's transform;
+    None for other trees (their noise is not one of the models of :mod:`blowfish_te.smoothing`)."""
+    variance = 2.0 * float(scale) ** 2
+    k = policy.size
+    if chosen.route == "exact":
+        return CellNoise("independent", variance, k)
+    tree = chosen.tree
+    if tree is None or tree.ndim != 1:
+        return None
+    if tree.has_bottom and tree.num_edges == k and tree.is_differential_privacy:
+        return CellNoise("independent", variance, k)
+    if not tree.has_bottom and tree.num_edges == k - 1 and k > 1:
+        edges = tree.edges
+        if np.array_equal(edges[:, 1] - edges[:, 0], np.ones(k - 1)) and np.array_equal(np.sort(edges[:, 0]), np.arange(k - 1)):
+            return CellNoise("path", variance, k)
+    return None
+
+
+def plain_release(workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen, estimator: Mechanism,
+                  chosen, smoothed: bool, notes: str) -> NativeRelease:
+    """``estimator`` along the route ``chosen`` (a candidate of :func:`blowfish_te.plan`) at
+    ``epsilon``; when ``smoothed``, the estimator is Identity and its noise is one of
+    :func:`cell_noise`'s models, the cells are released, smoothed (:func:`blowfish_te.smoothing.smooth`,
+    along the Hilbert curve on a 2-D grid) and answer the workload — post-processing of the same
+    release."""
+    tree = chosen.tree if chosen.route == "transform" and chosen.tree is not policy else None
+    route = "auto" if chosen.route == "native" else chosen.route
+    cells = None
+    if smoothed and isinstance(estimator, Identity) and policy.size <= MAX_SMOOTHING:
+        release = answer(identity(policy.shape), x, policy, epsilon, estimator, rng=gen, route=route, tree=tree)
+        noise = cell_noise(policy, chosen, release.noise_scale)
+        if noise is not None:
+            order = hilbert_order(policy.shape) if policy.ndim == 2 and noise.kind == "independent" else np.arange(policy.size)
+            if policy.ndim <= 2 and (noise.kind == "independent" or policy.ndim == 1):
+                cells = np.empty(policy.size)
+                cells[order] = smooth(np.asarray(release.answers)[order], noise)[0]
+                answers = np.asarray(workload.matvec(cells), dtype=np.float64)
+                notes += "; cells smoothed (post-processing)"
+        if cells is None:
+            answers = np.asarray(workload.matvec(np.asarray(release.answers)), dtype=np.float64)
+    else:
+        release = answer(workload, x, policy, epsilon, estimator, rng=gen, route=route, tree=tree)
+        answers = np.asarray(release.answers, dtype=np.float64)
+    return NativeRelease(answers, sensitivity={"plain": release.sensitivity}, noise_scale={"plain": release.noise_scale},
+                         component_totals=dict(release.component_totals), notes=f"{notes}; ran {estimator.name} ({release.route})")
 
 
 def best_plan(workload: Workload, policy: Policy):

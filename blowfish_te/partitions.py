@@ -25,6 +25,8 @@ from .policies import Policy, check_policy, from_edges
 __all__ = [
     "median_deviations",
     "dawa_partition",
+    "dawa_cost",
+    "dawa_costs",
     "best_interval_partition",
     "matching_partition",
     "noisy_pairing_partition",
@@ -147,86 +149,122 @@ def dawa_partition(
     epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
     penalty = check_real(penalty, "penalty", minimum=0)
     guard = check_real(guard, "guard", minimum=0)
-    k = x.size
-    if k > MAX_DAWA:
-        raise ValueError(f"dawa_partition handles up to {MAX_DAWA} cells, got {k}")
-    max_length = _default_max_length(k) if max_length is None else check_int(max_length, "max_length", minimum=1)
-    gen = check_rng(rng)
-    sums = RangeSmallestSums(x)
-    lengths = [1 << j for j in range(k.bit_length())]
-    subs = [n for n in lengths if n <= max_length]
-    devs = _window_deviations(x, sums, subs)
-    forward = {n: _strided_suffix_sums(devs[n], n) for n in subs}  # runs from a start
-    backward = {n: _strided_suffix_sums(devs[n][::-1], n) for n in subs}  # mirrored: runs to an end
-    ends = np.arange(1, min(max_length, k) + 1)  # dev of the first and of the last r cells
-    head = np.concatenate([[0], _deviations(x, sums, np.zeros(ends.size, dtype=np.int64), ends)])
-    tail = np.concatenate([[0], _deviations(x, sums, k - ends, np.full(ends.size, k))])
-    piece = _PieceScores(epsilon, penalty / epsilon2, guard * 2.0 / epsilon, gen)
-    for length in lengths:  # dyadic pieces at every start
-        starts = np.arange(k - length + 1)
-        for sub in reversed([n for n in subs if n <= length]):  # fewest buckets first
-            data = _run_sums(forward[sub], sub, starts, length // sub) if sub > 1 else np.zeros(starts.size)
-            piece.offer(("at", length), starts.size, starts, sub, data, np.full(starts.size, length // sub))
-    # pieces reaching an end of the domain, of any length: a run aligned at its inner end, the
-    # part left over as one shorter bucket at the domain's end (so that a structure at either
-    # end does not cost a dyadic tiling of the rest)
-    cut_at = np.arange(k)  # the piece [a, k), or [0, k - a)
-    length = k - cut_at
-    for sub in subs:
-        runs = length > sub  # at least two buckets
-        a = cut_at[runs]
-        full, rest = length[runs] // sub, length[runs] % sub
-        if sub > 1:
-            after = _run_sums(forward[sub], sub, a, full) + tail[rest]  # [a, k), runs from a
-            before = _run_sums(backward[sub], sub, a, full) + head[rest]  # [0, k - a), mirrored
-        else:
-            after = before = np.zeros(a.size)
-        count = full + (rest > 0)
-        piece.offer(("suffix",), k, a, sub, after, count)
-        piece.offer(("prefix",), k, a, sub, before, count)
-    fits = length <= max_length  # the whole end piece as one bucket
-    one = np.ones(int(fits.sum()), dtype=np.int64)
-    piece.offer(("suffix",), k, cut_at[fits], 0, tail[length[fits]], one)
-    piece.offer(("prefix",), k, cut_at[fits], 0, head[length[fits]], one)
-    scores = {n: piece.best[("at", n)] for n in lengths}
-    tiling = _best_tiling(scores, prefix=piece.best[("prefix",)][::-1], suffix=piece.best[("suffix",)])
-    labels = np.empty(k, dtype=np.int64)
-    bucket = 0
-    for kind, start, stop in tiling:
-        key = ("at", stop - start) if kind == "at" else (kind,)
-        index = start if kind != "prefix" else k - stop
-        sub = int(piece.cut[key][index]) or stop - start
-        edges = range(start, stop, sub) if kind != "prefix" else range(stop - sub * ((stop - start) // sub), stop, sub)
-        bounds = sorted({start, stop, *edges})
-        for first, last in zip(bounds[:-1], bounds[1:]):
-            labels[first:last] = bucket
-            bucket += 1
-    return labels
+    pieces = _DawaPieces(x, max_length)
+    return pieces.labels(pieces.tiling(penalty / epsilon2, guard * 2.0 / epsilon, (epsilon, check_rng(rng)))[0])
 
 
-class _PieceScores:
-    """The least noisy score at each slot (a kind of piece and its position) over the slot's ways
-    of cutting it into buckets, and the cut that achieved it (0: the whole piece as one bucket)."""
+def dawa_cost(x, epsilon: float, epsilon2: float, *, penalty: float = 1.0, guard: float = 1.0,
+              max_length: int | None = None) -> float:
+    """The least score over the tilings of :func:`dawa_partition` with the noise left out: DAWA's
+    own cost model of the data, Σ_b dev(b) + (#buckets)·``penalty``/ε₂ + the pieces' guards
+    (``guard`` = 0: none), minimised over its partitions.
 
-    def __init__(self, epsilon: float, price: float, unit: float, gen):
-        self.epsilon, self.price, self.unit, self.gen = epsilon, price, unit, gen
-        self.best, self.cut = {}, {}
+    Not private by itself; a feature to release with noise. Its L1 sensitivity is 1 for unit
+    changes of x: every tiling's score moves by at most 1 (only the bucket holding the changed
+    cell changes, and dev moves by at most 1), so their minimum does too; the guards and prices
+    do not depend on the data. A move of one record (a removal plus an addition) moves it by 2.
+    """
+    return float(dawa_costs(x, epsilon, epsilon2, penalty=penalty, guards=(guard,), max_length=max_length)[0])
 
-    def offer(self, key, size: int, slots: np.ndarray, sub: int, data: np.ndarray, buckets: np.ndarray):
-        """Score the pieces at ``slots`` (of ``size`` for this key) cut into ``buckets`` buckets of
-        ``sub`` cells (0: one bucket of any length)."""
-        if key not in self.best:
-            self.best[key] = np.full(size, np.inf)
-            self.cut[key] = np.zeros(size, dtype=np.int64)
-        if slots.size == 0:
-            return
-        extra = np.where(buckets == 1, BUCKET_GUARD, RUN_GUARD + RUN_DOUBLING * np.log2(buckets)) * self.unit
-        delta = 1.0 if sub == 1 else 2.0  # buckets of single cells have no data term
-        noisy = _report_noisy_min_scores(data + buckets * self.price + extra, delta, self.epsilon, self.gen)
-        best = self.best[key]
-        better = noisy < best[slots]
-        best[slots[better]] = noisy[better]
-        self.cut[key][slots[better]] = sub
+
+def dawa_costs(x, epsilon: float, epsilon2: float, *, penalty: float = 1.0, guards=(0.0, 1.0),
+               max_length: int | None = None) -> np.ndarray:
+    """:func:`dawa_cost` for each guard multiplier in ``guards``, the pieces enumerated once."""
+    x = _ordered_counts(x)
+    epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
+    penalty = check_real(penalty, "penalty", minimum=0)
+    guards = [check_real(g, "guards", minimum=0) for g in np.atleast_1d(np.asarray(guards, dtype=np.float64))]
+    pieces = _DawaPieces(x, max_length)
+    return np.array([pieces.tiling(penalty / epsilon2, g * 2.0 / epsilon, None)[1] for g in guards])
+
+
+class _DawaPieces:
+    """The candidate pieces of :func:`dawa_partition` for a histogram, with their data terms:
+    groups of (slot kind, slots, bucket length, Σ dev over the buckets, number of buckets)."""
+
+    def __init__(self, x: np.ndarray, max_length: int | None):
+        k = x.size
+        if k > MAX_DAWA:
+            raise ValueError(f"dawa_partition handles up to {MAX_DAWA} cells, got {k}")
+        max_length = _default_max_length(k) if max_length is None else check_int(max_length, "max_length", minimum=1)
+        self.k = k
+        self.groups = []  # (key, slot count, slots, sub, data, buckets), in the order noise is drawn
+        sums = RangeSmallestSums(x)
+        self.lengths = lengths = [1 << j for j in range(k.bit_length())]
+        subs = [n for n in lengths if n <= max_length]
+        devs = _window_deviations(x, sums, subs)
+        forward = {n: _strided_suffix_sums(devs[n], n) for n in subs}  # runs from a start
+        backward = {n: _strided_suffix_sums(devs[n][::-1], n) for n in subs}  # mirrored: runs to an end
+        ends = np.arange(1, min(max_length, k) + 1)  # dev of the first and of the last r cells
+        head = np.concatenate([[0], _deviations(x, sums, np.zeros(ends.size, dtype=np.int64), ends)])
+        tail = np.concatenate([[0], _deviations(x, sums, k - ends, np.full(ends.size, k))])
+        add = self.groups.append
+        for length in lengths:  # dyadic pieces at every start
+            starts = np.arange(k - length + 1)
+            for sub in reversed([n for n in subs if n <= length]):  # fewest buckets first
+                data = _run_sums(forward[sub], sub, starts, length // sub) if sub > 1 else np.zeros(starts.size)
+                add((("at", length), starts.size, starts, sub, data, np.full(starts.size, length // sub)))
+        # pieces reaching an end of the domain, of any length: a run aligned at its inner end, the
+        # part left over as one shorter bucket at the domain's end (so that a structure at either
+        # end does not cost a dyadic tiling of the rest)
+        cut_at = np.arange(k)  # the piece [a, k), or [0, k - a)
+        length = k - cut_at
+        for sub in subs:
+            runs = length > sub  # at least two buckets
+            a = cut_at[runs]
+            full, rest = length[runs] // sub, length[runs] % sub
+            if sub > 1:
+                after = _run_sums(forward[sub], sub, a, full) + tail[rest]  # [a, k), runs from a
+                before = _run_sums(backward[sub], sub, a, full) + head[rest]  # [0, k - a), mirrored
+            else:
+                after = before = np.zeros(a.size)
+            count = full + (rest > 0)
+            add((("suffix",), k, a, sub, after, count))
+            add((("prefix",), k, a, sub, before, count))
+        fits = length <= max_length  # the whole end piece as one bucket
+        one = np.ones(int(fits.sum()), dtype=np.int64)
+        add((("suffix",), k, cut_at[fits], 0, tail[length[fits]], one))
+        add((("prefix",), k, cut_at[fits], 0, head[length[fits]], one))
+
+    def tiling(self, price: float, unit: float, noise) -> tuple[tuple, float]:
+        """(the tiling with the least total score and the cut of each slot, that score): every
+        piece scores its data + (#buckets)·``price`` + its guard in units of ``unit``, plus
+        report-noisy-min noise when ``noise`` = (ε, generator) (see :func:`dawa_partition`)."""
+        best, cut = {}, {}
+        for key, size, slots, sub, data, buckets in self.groups:
+            if key not in best:
+                best[key] = np.full(size, np.inf)
+                cut[key] = np.zeros(size, dtype=np.int64)
+            if slots.size == 0:
+                continue
+            extra = np.where(buckets == 1, BUCKET_GUARD, RUN_GUARD + RUN_DOUBLING * np.log2(buckets)) * unit
+            scores = data + buckets * price + extra
+            if noise is not None:
+                delta = 1.0 if sub == 1 else 2.0  # buckets of single cells have no data term
+                scores = _report_noisy_min_scores(scores, delta, noise[0], noise[1])
+            better = scores < best[key][slots]
+            best[key][slots[better]] = scores[better]
+            cut[key][slots[better]] = sub
+        scores = {n: best[("at", n)] for n in self.lengths}
+        tiling, value = _best_tiling(scores, prefix=best[("prefix",)][::-1], suffix=best[("suffix",)])
+        return (tiling, cut), value
+
+    def labels(self, chosen) -> np.ndarray:
+        """Bucket labels of a tiling returned by :meth:`tiling`."""
+        tiling, cut = chosen
+        k = self.k
+        labels = np.empty(k, dtype=np.int64)
+        bucket = 0
+        for kind, start, stop in tiling:
+            key = ("at", stop - start) if kind == "at" else (kind,)
+            index = start if kind != "prefix" else k - stop
+            sub = int(cut[key][index]) or stop - start
+            edges = range(start, stop, sub) if kind != "prefix" else range(stop - sub * ((stop - start) // sub), stop, sub)
+            bounds = sorted({start, stop, *edges})
+            for first, last in zip(bounds[:-1], bounds[1:]):
+                labels[first:last] = bucket
+                bucket += 1
+        return labels
 
 
 def _run_sums(strided: np.ndarray, step: int, starts: np.ndarray, count) -> np.ndarray:
@@ -251,13 +289,13 @@ def best_interval_partition(scores: dict) -> np.ndarray:
     length 1 must be present, so that a partition exists."""
     scores = _check_scores(scores)
     labels = np.empty(scores[1].size, dtype=np.int64)
-    for bucket, (_, start, stop) in enumerate(_best_tiling(scores)):
+    for bucket, (_, start, stop) in enumerate(_best_tiling(scores)[0]):
         labels[start:stop] = bucket
     return labels
 
 
 def _best_tiling(scores: dict[int, np.ndarray], prefix: np.ndarray | None = None, suffix: np.ndarray | None = None):
-    """(kind, start, stop) of the pieces of the least-score tiling of [0, K), left to right:
+    """The least-score tiling of [0, K) and its score: (kind, start, stop) of its pieces, left to right:
     ``"at"`` scored by ``scores[stop - start][start]``, ``"prefix"`` (the piece [0, stop)) by
     ``prefix[stop - 1]`` and ``"suffix"`` (the piece [start, K)) by ``suffix[start]``. Ties go to
     the longer piece of ``scores``; a prefix or suffix piece must win strictly."""
@@ -278,18 +316,18 @@ def _best_tiling(scores: dict[int, np.ndarray], prefix: np.ndarray | None = None
         if first[end - 1] < value:
             value, pick = first[end - 1], 0
         best[end], choice[end] = value, pick
-    tiling, end = [], k
+    tiling, end, value = [], k, best[k]
     if suffix is not None:
         totals = np.asarray(best[:k]) + suffix
         start = int(np.argmin(totals))
         if totals[start] < best[k]:
             tiling.append(("suffix", start, k))
-            end = start
+            end, value = start, float(totals[start])
     while end > 0:
         n = choice[end]
         tiling.append(("prefix", 0, end) if n == 0 else ("at", end - n, end))
         end -= end if n == 0 else n
-    return tiling[::-1]
+    return tiling[::-1], value
 
 
 def _check_scores(scores) -> dict[int, np.ndarray]:

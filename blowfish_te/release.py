@@ -40,12 +40,14 @@ ROUTES = ("auto", "transform", "exact")
 @dataclass(frozen=True)
 class Outcome:
     """What executing a route gives: the answers, the component totals disclosed exactly, the
-    sensitivity Δ of what was measured and the Laplace scale drawn (None where not reported)."""
+    sensitivity Δ of what was measured and the Laplace scale drawn (None where not reported), and
+    notes on choices the mechanism made while releasing."""
 
     answers: np.ndarray
     component_totals: dict[int, int]
     sensitivity: float | None
     noise_scale: float | None
+    notes: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class NativeRoute(Candidate):
     def execute(self, mech, workload, x, policy, epsilon, gen) -> Outcome:
         native = mech.release_native(workload, x, policy, epsilon, gen)
         return Outcome(native.answers, dict(native.component_totals), max(native.sensitivity.values(), default=0.0),
-                       max(native.noise_scale.values(), default=0.0))
+                       max(native.noise_scale.values(), default=0.0), native.notes)
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,8 @@ class Plan:
         choice = self.reason + "; considered: " + "; ".join(f"{c.label} {c.outcome_text}" for c in self.considered)
         if mech.total_source() is not None:
             choice += "; " + mech.total_source()
+        if outcome.notes:
+            choice += "; " + outcome.notes
         chosen = self.chosen
         return Release(
             answers=answers, epsilon=self.epsilon, policy=self.policy, mechanism=mech.name, route=chosen.route,

@@ -507,8 +507,8 @@ def test_partition_then_transform_split_rule():
 
 def test_partition_then_transform_shares_dawa_half_budget_buckets_and_halves_their_noise(monkeypatch):
     """At the default split on a histogram, PtT's partition under line at ε is DAWA's at ε/2 under
-    DP (ε/8 per unit change, bucket price 2/(0.75ε)): from one generator state both release the
-    same buckets; the transform then measures the totals with half the variance, so PtT's error
+    DP (ε/8 per unit change, bucket price 2/(0.75ε)), both without their private check: from one
+    generator state both release the same buckets; the transform then measures the totals with half the variance, so PtT's error
     is below DAWA(ε/2)'s trial by trial on average."""
     from blowfish_te import composites
     from blowfish_te.mechanisms import datadependent
@@ -526,8 +526,8 @@ def test_partition_then_transform_shares_dawa_half_budget_buckets_and_halves_the
     gaps = []
     for trial in range(8):
         seen.clear()
-        dawa = bt.answer(wl.identity(k), x, policies.unbounded(k), eps / 2, "dawa", rng=trial)
-        ours = bt.answer(wl.identity(k), x, policies.line(k), eps, "partition_then_transform", rng=trial)
+        dawa = bt.answer(wl.identity(k), x, policies.unbounded(k), eps / 2, M.DAWA(select=False), rng=trial)
+        ours = bt.answer(wl.identity(k), x, policies.line(k), eps, PartitionThenTransform(select=False), rng=trial)
         assert len(seen) == 2 and np.array_equal(seen[0], seen[1])
         gaps.append(np.mean((dawa.answers - x) ** 2) - np.mean((ours.answers - x) ** 2))
     assert np.mean(gaps) > 0

@@ -95,7 +95,7 @@ def test_classes_register_when_defined_and_names_are_unique():
     assert "local_demo" not in MECHANISMS
     with pytest.raises(TypeError, match="'identity' .* already taken by blowfish_te.mechanisms.laplace.Identity"):
         type("Impostor", (Mechanism,), {"name": "identity", "__qualname__": "Impostor", "run": Local.run})
-    with pytest.raises(ValueError, match="unknown mechanism 'nope'; known mechanisms: agrid, ahp, auto, dawa"):
+    with pytest.raises(ValueError, match="unknown mechanism 'nope'; known mechanisms: adaptive, agrid, ahp, auto, dawa"):
         mechanism_class("nope")
 
 
@@ -107,7 +107,8 @@ def test_parameters_come_from_the_constructor_and_drive_repr():
         params = mechanism.get_params()
         assert cls(**params).get_params() == params
         assert repr(mechanism) == f"{cls.__name__}(" + ", ".join(f"{k}={v!r}" for k, v in params.items()) + ")"
-    assert PartitionThenTransform(epsilon_split=0.5).get_params() == {"partition": "dawa", "epsilon_split": 0.5, "estimator": None}
+    assert PartitionThenTransform(epsilon_split=0.5).get_params() == {"partition": "dawa", "epsilon_split": 0.5, "estimator": None,
+                                                                      "select": True}
     assert repr(bt.mechanisms.HB(branching=4)) == "HB(branching=4, root=False)"
 
 

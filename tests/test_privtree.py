@@ -153,7 +153,7 @@ def test_sampled_trees_on_a_larger_grid_cost_at_most_epsilon(monkeypatch):
 
 def test_leaf_counts_cost_their_share_for_every_neighbour(monkeypatch):
     """With the tree fixed (a data-independent stand-in), the leaf counts cost ε₂ = ε - ε₁."""
-    mech, epsilon = M.PrivTree(tree_share=0.4), 0.8
+    mech, epsilon = M.PrivTree(tree_share=0.4, select=False), 0.8
     workload = wl.random_rects((6, 6), 10, rng=0)
     monkeypatch.setattr(privtree, "_split", lambda biased, scale, threshold, gen: np.arange(biased.size) % 2 == 0)
     x = np.random.default_rng(0).integers(0, 20, 36)
@@ -166,6 +166,30 @@ def test_leaf_counts_cost_their_share_for_every_neighbour(monkeypatch):
         neighbour[cell] += 1
         assert np.allclose(first, mech.run(workload, neighbour, epsilon, rng=0))
         assert replay.cost <= 0.6 * epsilon + 1e-9
+
+
+def test_the_private_check_and_leaves_cost_at_most_epsilon(monkeypatch):
+    """On a grid PrivTree first checks privately whether to partition: with the split decisions
+    fixed, every Laplace draw (the total, DAWA's cost, the leaves or the plain fallback) replayed
+    at every neighbour costs at most ε less the tree's share."""
+    import blowfish_te.mechanisms.base as base_module
+    import blowfish_te.selection as selection
+
+    mech, epsilon = M.PrivTree(tree_share=0.4), 0.8
+    workload = wl.random_rects((6, 6), 10, rng=0)
+    monkeypatch.setattr(privtree, "_split", lambda biased, scale, threshold, gen: np.arange(biased.size) % 2 == 0)
+    for scale in (1, 400):  # the partition (counts 0-1), then the plain fallback (counts up to 800)
+        x = np.random.default_rng(scale).integers(0, 2 * scale, 36)
+        for cell in range(x.size):
+            replay = Replay()
+            for module in (privtree, selection, base_module):
+                monkeypatch.setattr(module, "add_laplace", replay)
+            first = mech.run(workload, x, epsilon, rng=0)
+            replay.replay()
+            neighbour = x.copy()
+            neighbour[cell] += 1
+            assert np.allclose(first, mech.run(workload, neighbour, epsilon, rng=0))
+            assert replay.cost <= epsilon + 1e-9
 
 
 def test_split_decisions_follow_the_laplace_tail():

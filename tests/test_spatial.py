@@ -42,10 +42,15 @@ def test_cells_find_their_interval_of_a_cut(side, parts):
     assert np.array_equal(found, expected) and np.all(np.diff(cuts) > 0)
 
 
-@pytest.mark.parametrize("mech", [M.UGrid(c=1.0), M.AGrid(c=1.0), M.UGrid(total=50.0), M.AGrid(total=50.0, alpha=0.3)], ids=repr)
+@pytest.mark.parametrize("mech", [M.UGrid(c=1.0), M.AGrid(c=1.0), M.UGrid(total=50.0), M.AGrid(total=50.0, alpha=0.3),
+                                  M.UGrid(c=100.0), M.UGrid(c=100.0, select=False)], ids=repr)
 def test_grid_mechanisms_cost_at_most_epsilon_for_every_neighbour(mech, monkeypatch):
-    """Every unbounded neighbour (one record added at any cell) of a few 6 × 6 grids."""
+    """Every unbounded neighbour (one record added at any cell) of a few 6 × 6 grids: every
+    Laplace draw replayed — the record total, the private check's features (UGrid's bias probe
+    at c = 100, where blocks have several cells), the grids or the plain fallback."""
+    import blowfish_te.mechanisms.base as base_module
     import blowfish_te.mechanisms.spatial as spatial
+    import blowfish_te.selection as selection
 
     epsilon = 0.8
     workload = wl.random_rects((6, 6), 10, rng=0)
@@ -54,6 +59,8 @@ def test_grid_mechanisms_cost_at_most_epsilon_for_every_neighbour(mech, monkeypa
         for cell in range(x.size):
             replay = Replay()
             monkeypatch.setattr(spatial, "add_laplace", replay)
+            monkeypatch.setattr(selection, "add_laplace", replay)
+            monkeypatch.setattr(base_module, "add_laplace", replay)  # the plain fallback's Laplace
             first = mech.run(workload, x, epsilon, rng=seed)
             replay.replay()
             neighbour = x.copy()

@@ -356,6 +356,19 @@ def test_bucket_views_and_probes_equal_their_dense_twins(base):
     assert isinstance(base, wl.Boxes) and isinstance(probe.base, wl.Boxes)  # boxes stay boxes: closed forms apply
 
 
+
+@pytest.mark.parametrize("pairs", [1, 7, 40, 10**6])
+def test_bucket_frobenius_over_groups_of_boxes_equals_the_dense_one(pairs, monkeypatch):
+    """‖W E‖_F² summed over groups of boxes (however the volume limit cuts them) is the dense one."""
+    import blowfish_te.workloads.buckets as buckets
+
+    base = wl.Boxes((9, 7), [[0, 0], [3, 2], [1, 1], [4, 0]], [[8, 6], [5, 2], [1, 5], [4, 6]], weights=[2.0, 0.5, 1.0, 3.0])
+    labels = np.unique(np.random.default_rng(1).integers(0, 6, base.size), return_inverse=True)[1]
+    spread = np.zeros((base.size, labels.max() + 1))
+    spread[np.arange(base.size), labels] = 1.0 / np.bincount(labels)[labels]
+    monkeypatch.setattr(buckets, "SPARSE_PAIRS", pairs)
+    assert wl.BucketWorkload(base, labels).frobenius_sq() == pytest.approx(((Workload.dense(base) @ spread) ** 2).sum())
+
 # -- ramped prefixes and stacked workloads, against their dense twins ----------------------------
 
 

@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import trees
+from .. import (
+    adaptive,  # noqa: F401  (registers 'adaptive' among the mechanisms audited)
+    trees,
+)
 from .. import workloads as wl
 from ..composites import PartitionThenTransform
 from ..forest import CyclicPolicyError
@@ -104,6 +107,8 @@ def sweep_mechanisms(config: SweepConfig) -> dict[str, Mechanism]:
         mechanisms["dawa(ratio 0.5)"] = DAWA(ratio=0.5, penalty=1.0)
         mechanisms["ptt(noisy_pairing)"] = PartitionThenTransform("noisy_pairing", epsilon_split=0.25)
         mechanisms["ptt(matching)"] = PartitionThenTransform("matching", epsilon_split=0.25)
+        mechanisms["dawa(no check)"] = DAWA(select=False)
+        mechanisms["ptt(no check)"] = PartitionThenTransform(select=False)
     return mechanisms
 
 

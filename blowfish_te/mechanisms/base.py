@@ -78,7 +78,7 @@ def load_plugins(name: str | None = None) -> None:
 
 #: Library modules outside this package that define mechanisms (they build on ``release``, which
 #: imports this package); imported on the first lookup that misses.
-_ELSEWHERE = ("blowfish_te.composites",)
+_ELSEWHERE = ("blowfish_te.composites", "blowfish_te.adaptive")
 
 
 def mechanism_class(name: str) -> type[Mechanism]:
@@ -323,13 +323,15 @@ class LinearMechanism(Mechanism):
 
 @dataclass(frozen=True)
 class NativeRelease:
-    """What a native mechanism returns: answers, the sensitivities and noise scales it used, and
-    the totals it treated as public."""
+    """What a native mechanism returns: answers, the sensitivities and noise scales it used, the
+    totals it treated as public, and ``notes`` on choices it made while releasing (they join the
+    release's ``choice``)."""
 
     answers: np.ndarray
     sensitivity: dict = field(default_factory=dict)
     noise_scale: dict = field(default_factory=dict)
     component_totals: dict = field(default_factory=dict)
+    notes: str = ""
 
 
 class NativeMechanism(Mechanism):

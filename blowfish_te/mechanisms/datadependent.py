@@ -16,10 +16,12 @@ import numpy as np
 from .._validation import check_int, check_real
 from ..noise import add_laplace
 from ..partitions import dawa_partition
-from ..workloads import BucketWorkload, Workload, evenly_spaced_queries
+from ..selection import choose, choose_for_ranges
+from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
+from ..workloads import BucketWorkload, Workload
 from .base import LinearMechanism, Mechanism, RecordTotal, integer_entries
-from .hierarchical import HB, GreedyH
 from .laplace import Identity
+from .plain import STAGE_TWO, aggregation_gain, lowest_error, plain_strategy
 from .spatial import hilbert_order
 
 
@@ -30,12 +32,27 @@ def _share(value, name: str) -> float:
 class DAWA(Mechanism):
     """DAWA (Li, Hay, Miklau, Wang, PVLDB 2014) on an ordered domain: a private partition into
     intervals, the workload reduced to the bucket totals (W·E, E spreading a total evenly over its
-    bucket) answered by a linear strategy, uniform expansion.
+    bucket) answered by a linear strategy, uniform expansion — or, when a small private check of
+    the data says a partition cannot pay, the plain release.
 
     - Order: a 1-D domain in its own order; a 2-D grid along ``order`` = ``"hilbert"`` (default:
       the Hilbert curve, :func:`~blowfish_te.mechanisms.spatial.hilbert_order`, so intervals are
       compact regions) or ``"rows"`` (row-major). The order is data-independent.
-
+    - Whether to partition (``select``, default True, unless ``ratio`` is given; see
+      :meth:`selection_rule`): :func:`blowfish_te.selection.choose` (histograms) or
+      :func:`~blowfish_te.selection.choose_for_ranges` (rectangles on a grid) spend a few % of ε
+      (at most 3.4 % at K = 4096) on the noisy record total and DAWA's own cost of the data, then
+      pick the partition — both steps at their shares of the rest of ε (taken from the
+      partition's share alone, the check made it merge a spike of 12 % of the records now and
+      then; from the totals' alone, it cost 1.12 times on noise-dominated data) — or the
+      partition into single cells, all of the rest of ε for the second step: for a histogram, Laplace noise
+      on every cell, whose structure is read back from the noisy counts
+      (:func:`blowfish_te.smoothing.smooth`, post-processing) unless the cost model shows nothing
+      to merge. A partition at 25 % of ε resolves structure only at a few times its own noise: on
+      large dense data it merges real structure, and one merged spike costs its square (measured:
+      up to 4 times Identity's error on DPBench-style shapes at N·ε/K >= 2). The features draw
+      from a child stream of a numpy generator, so with the same seed a release that partitions
+      draws the noise DAWA without the check draws, scaled to the rest of ε.
     - Partition: :func:`blowfish_te.partitions.dawa_partition` at ε₁ = ``ratio``·ε, with
       per-bucket price ``penalty``/ε₂.
     - Bucket totals: at ε₂ = ε - ε₁ with ``estimator``, by default the candidate of
@@ -50,17 +67,19 @@ class DAWA(Mechanism):
       (prefix sums at ε = 0.1, 20 seeds): on HEPTH the published split gives RMSE ≈ 200 and the
       rule ≈ 139 (HB: 149), on ADULT, MEDCOST and NETTRACE the rule gives 63–86.
 
-    Privacy: the partition is ε₁-DP for unit changes (report-noisy-min, see its docstring); a unit
-    change moves one bucket total by one, so the linear mechanism on the totals with Laplace(Δ/ε₂),
-    Δ its strategy's largest column L1 norm, is ε₂-DP; the choices of ratio, penalty and strategy
-    depend only on W, ε and the (already released) partition. Sequential composition gives ε.
-    Data-dependent: no analytic error.
+    Privacy (unit changes): the features are (ρε)-DP (Laplace noise on values of sensitivity 1,
+    see :func:`~blowfish_te.selection.choose`); the partition is ε₁-DP for unit changes
+    (report-noisy-min, see its docstring); a unit change moves one bucket total (or cell) by one, so the linear mechanism
+    with Laplace(Δ/ε₂), Δ its strategy's largest column L1 norm, is ε₂-DP; smoothing reads only
+    the released counts. The choices of ratio, penalty and strategy depend only on W, ε and
+    what was already released. Sequential composition gives ρε + ε₁ + ε₂ = ε. Data-dependent: no
+    analytic error.
     """
 
     name = "dawa"
 
     def __init__(self, ratio: float | None = None, penalty: float | None = None, estimator: LinearMechanism | None = None,
-                 order: str = "hilbert"):
+                 order: str = "hilbert", select: bool = True):
         self.ratio = None if ratio is None else _share(ratio, "ratio")
         self.penalty = None if penalty is None else check_real(penalty, "penalty", minimum=0, exclusive=True)
         if estimator is not None and not isinstance(estimator, LinearMechanism):
@@ -69,66 +88,93 @@ class DAWA(Mechanism):
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS} (how a 2-D grid is laid out for partitioning), got {order!r}")
         self.order = order
+        if not isinstance(select, (bool, np.bool_)):
+            raise TypeError(f"select must be True or False (choose privately whether to partition), got {select!r}")
+        self.select = bool(select)
+
+    def _gain(self, workload: Workload) -> float:
+        return self._cache("aggregation gain").get(workload, lambda: aggregation_gain(workload))
 
     def split(self, workload: Workload) -> tuple[float, float]:
         """(ratio, penalty) for ``workload``: the given values, else the rule above."""
-        gain = 1.0
-        if self.ratio is None or self.penalty is None:
-            gain = self._cache("aggregation gain").get(workload, lambda: aggregation_gain(workload))
+        gain = 1.0 if self.ratio is not None and self.penalty is not None else self._gain(workload)
         ratio = 0.25 / math.sqrt(gain) if self.ratio is None else self.ratio
         return ratio, gain**0.25 if self.penalty is None else self.penalty
+
+    def selection_rule(self, workload: Workload) -> str | None:
+        """How a release of ``workload`` checks privately that a partition pays (when ``select`` is
+        on and ``ratio`` not given): ``"histogram"`` (:func:`blowfish_te.selection.choose`) for
+        histogram-like workloads — a hierarchy gains less than :data:`SELECTION_GAIN` times over
+        Identity on them in 1-D, less than :data:`GRID_HISTOGRAM_GAIN` times on a grid —,
+        ``"ranges"`` (:func:`blowfish_te.selection.choose_for_ranges`) for the other workloads on
+        a grid, None for 1-D range workloads (no check: the partition's share is small there, and
+        today's split never loses much; :class:`~blowfish_te.adaptive.Adaptive` still compares)."""
+        gain = self._gain(workload)
+        if len(workload.domain) == 1:
+            return "histogram" if gain < SELECTION_GAIN else None
+        return "histogram" if gain < GRID_HISTOGRAM_GAIN else "ranges"
 
     def run(self, workload, x, epsilon, rng=None):
         workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
         if len(workload.domain) > 2:
             raise ValueError(f"DAWA partitions a 1-D domain or a 2-D grid laid out along a curve; got domain {workload.domain}")
-        ratio, penalty = self.split(workload)
-        eps1 = ratio * epsilon
-        if len(workload.domain) == 1:
-            labels = dawa_partition(x, eps1, epsilon - eps1, gen, penalty=penalty)
-        else:
-            cells = hilbert_order(workload.domain) if self.order == "hilbert" else np.arange(workload.size)
-            labels = np.empty(workload.size, dtype=np.int64)
-            labels[cells] = dawa_partition(x[cells], eps1, epsilon - eps1, gen, penalty=penalty)
+        ratio = self.split(workload)[0]
+        rule = self.selection_rule(workload) if self.select and self.ratio is None else None
+        if rule is not None:
+            cells = self.layout(workload.domain)
+            if rule == "histogram":
+                decision = choose(x[cells], epsilon, gen)
+            else:
+                decision = choose_for_ranges(x[cells], epsilon, gen, fit_max=RANGES_FIT, excess_max=RANGES_EXCESS)
+            if decision.route != "partition":
+                return self.plain(workload, x, epsilon - decision.spent, gen, cells if decision.route == "smooth" else None)
+            epsilon -= decision.spent  # both steps keep their shares of the rest
+        return self.partitioned(workload, x, ratio * epsilon, (1 - ratio) * epsilon, gen)
+
+    def partitioned(self, workload: Workload, x: np.ndarray, eps1: float, eps2: float, gen) -> np.ndarray:
+        """DAWA's two steps on validated arguments: the partition at ``eps1``, the bucket totals at
+        ``eps2`` (ε₁ + ε₂ of the release, sequential composition)."""
+        if not eps1 > 0:
+            raise ValueError(f"the partition's budget must be positive, got {eps1}")
+        cells = self.layout(workload.domain)
+        labels = np.empty(workload.size, dtype=np.int64)
+        labels[cells] = dawa_partition(x[cells], eps1, eps2, gen, penalty=self.split(workload)[1])
         reduced = BucketWorkload(workload, labels)
         totals = np.bincount(labels, weights=x).astype(np.int64)
         estimator = self.estimator or lowest_error(reduced, STAGE_TWO)
-        return estimator.run(reduced, totals, epsilon - eps1, gen)
+        return estimator.run(reduced, totals, eps2, gen)
+
+    def layout(self, domain) -> np.ndarray:
+        """The cells in the order the partition reads them (data-independent)."""
+        if len(domain) == 1 or self.order == "rows":
+            return np.arange(int(np.prod(domain)))
+        return hilbert_order(domain)
+
+    def plain(self, workload: Workload, x: np.ndarray, epsilon: float, gen, smooth_along: np.ndarray | None) -> np.ndarray:
+        """The release without a partition (every cell its own bucket): the stage-two strategy on
+        the whole workload; when that is Laplace on every cell and ``smooth_along`` gives the cell
+        order, the noisy counts smoothed along it (post-processing)."""
+        estimator = self.estimator or plain_strategy(self, workload)
+        if smooth_along is None or not isinstance(estimator, Identity) or x.size > MAX_SMOOTHING:
+            return estimator.run(workload, x, epsilon, gen)
+        noisy = add_laplace(x[smooth_along], 1.0 / epsilon, gen, sensitivity=1.0, integer=True)
+        estimate = np.empty(x.size)
+        estimate[smooth_along] = smooth(noisy, CellNoise("independent", 2.0 / epsilon**2, x.size))[0]
+        return np.asarray(workload.matvec(estimate), dtype=np.float64)
 
 
 #: How DAWA lays out a 2-D grid: along the Hilbert curve, or row by row.
 ORDERS = ("hilbert", "rows")
-#: Linear strategies DAWA chooses from for the bucket totals (by analytic error, never the data).
-STAGE_TWO: tuple[type[LinearMechanism], ...] = (Identity, HB, GreedyH)
-#: GreedyH builds a dense Gram matrix of the buckets: it is a candidate up to this many buckets.
-MAX_GREEDY_BUCKETS = 512
-#: Strategies are compared on at most this many of the workload's queries, evenly spaced.
-PROBE_QUERIES = 256
-
-
-def probe_error(mechanism: LinearMechanism, workload: Workload, probe: Workload) -> float:
-    """Δ² ‖R‖_F² of ``mechanism``'s strategy for ``workload``, reconstruction R restricted to the
-    queries of ``probe`` (unit changes): its analytic error on those queries, up to 2/ε²."""
-    strategy = mechanism.strategy(workload)
-    frobenius = mechanism.reconstruction_frobenius_sq(probe, strategy)
-    return math.inf if frobenius is None else mechanism.strategy_sensitivity(strategy) ** 2 * frobenius
-
-
-def aggregation_gain(workload: Workload) -> float:
-    """max(1, err(Identity) / err(HB)) on (a probe of) ``workload`` for unit changes: how much a
-    hierarchy already averages per-cell noise (1 for histograms, ≈ 18 for 4096 prefix sums)."""
-    probe = evenly_spaced_queries(workload, PROBE_QUERIES)
-    hierarchy = probe_error(HB(), workload, probe)
-    return max(1.0, probe_error(Identity(), workload, probe) / hierarchy) if hierarchy > 0 else 1.0
-
-
-def lowest_error(workload: Workload, candidates) -> LinearMechanism:
-    """A fresh instance of the candidate class with the lowest analytic error on a probe of
-    ``workload`` (GreedyH only up to :data:`MAX_GREEDY_BUCKETS` cells)."""
-    probe = evenly_spaced_queries(workload, PROBE_QUERIES)
-    options = [cls() for cls in candidates if not (cls is GreedyH and workload.size > MAX_GREEDY_BUCKETS)]
-    errors = [probe_error(m, workload, probe) for m in options]
-    return options[int(np.argmin(errors))]
+#: DAWA checks privately whether to partition when a hierarchy gains less than this over Identity
+#: on the workload (histograms: 1; prefix sums over 4096 cells: about 18, where the partition
+#: gets a 6 % share and costs little when it does not pay).
+SELECTION_GAIN = 2.0
+#: On a grid, the histogram's rule applies below this gain (the Identity workload: 1); rectangles
+#: (random ones over 128 × 128 cells: 1.56) take the rule for ranges with these thresholds, measured
+#: on the DPBench 2-D shapes: partition when DAWA's unguarded cost is below RANGES_FIT of K/ε and
+#: its guards add less than RANGES_EXCESS.
+GRID_HISTOGRAM_GAIN = 1.05
+RANGES_FIT, RANGES_EXCESS = 0.1, 2.0
 
 
 class MWEM(RecordTotal, Mechanism):

@@ -14,8 +14,16 @@ import numpy as np
 
 from .._validation import check_real
 from ..noise import add_laplace
-from ..workloads import Workload
+from ..selection import choose_for_ranges, feature_stream
+from ..workloads import BucketWorkload, Workload
 from .base import Mechanism, RecordTotal
+from .plain import plain_strategy
+
+#: Share of ε UGrid spends on its blocks' bias before measuring them (when blocks have more than one cell).
+PROBE_SHARE = 0.05
+#: AGrid runs when DAWA's unguarded cost of the data (along the Hilbert curve) is below this share
+#: of K/ε (measured on the DPBench 2-D shapes), else the plain release.
+AGRID_FIT = 0.15
 
 
 def hilbert_order(shape) -> np.ndarray:
@@ -50,6 +58,11 @@ def _cuts(side: int, parts: int) -> np.ndarray:
     return np.round(np.arange(parts + 1) * side / parts).astype(np.int64)
 
 
+def _square_cuts(side: int, block: int) -> np.ndarray:
+    """Boundaries 0, b, 2b, ..., side of blocks of ``block`` cells (the last one cut short)."""
+    return np.append(np.arange(0, side, block), side)
+
+
 def _part_of(position: np.ndarray, side: np.ndarray, parts: np.ndarray) -> np.ndarray:
     """For each (position, side, parts), elementwise: the interval of :func:`_cuts` (side, parts)
     holding the position, the j with b_j <= position < b_{j+1}."""
@@ -74,9 +87,12 @@ class _GridMechanism(RecordTotal, Mechanism, register=False):
     models_records = True
     needs_grid = True
 
-    def __init__(self, c: float = 10.0, total: float | None = None, total_share: float = 0.05):
+    def __init__(self, c: float = 10.0, total: float | None = None, total_share: float = 0.05, select: bool = True):
         self.c = check_real(c, "c", 0, exclusive=True)
         self._init_total(total, total_share)
+        if not isinstance(select, (bool, np.bool_)):
+            raise TypeError(f"select must be True or False (check privately whether the grid pays), got {select!r}")
+        self.select = bool(select)
 
     def _grid_input(self, workload, x, epsilon, rng):
         workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
@@ -94,25 +110,62 @@ def _spread(labels: np.ndarray, totals: np.ndarray) -> np.ndarray:
 
 
 class UGrid(_GridMechanism):
-    """Uniform grid: m × m blocks, m = √(N ε / c) (c = 10), block totals with Laplace(1/ε), spread
-    evenly over their cells; answers W x̂.
+    """Uniform grid: square blocks of ⌊√(K/M)⌋ cells a side (the last ones cut by the grid's
+    edge), M = N ε / c blocks wanted (c = 10), block totals with Laplace(1/ε), spread evenly over
+    their cells; answers W x̂.
+
+    The side is a whole number of cells, as in DPComp's implementation of Qardaji et al.'s rule:
+    m = √M parts per axis of near-equal width would give blocks of 1 and 2 cells once M nears
+    K, and a few heavy cells spread over 2-cell blocks cost more than the noise they save; with
+    integral sides every cell is its own block (Identity) as soon as M >= K/4.
+
+    With ``select`` (the default) and blocks of several cells, the blocks' bias for the workload
+    is checked first (:meth:`_blocks_pay`, :data:`PROBE_SHARE` of ε): b = ‖W(E x - x)‖₂, E the
+    block averages, is a seminorm of x with sensitivity at most L = 2 maxᵢ‖W eᵢ‖₂, released with
+    Laplace(L/σε); UGrid falls back to the plain release (the workload's linear strategy of lowest
+    analytic error) when b² plus the blocks' noise exceeds the plain release's analytic error
+    (measured: heavy cells spread over blocks cost up to 70 times Identity's error on rectangles).
 
     Privacy (unit changes): the blocks partition the grid, so one record moves one block total by
-    one (L1 sensitivity 1); with the record total bought at ρε (sensitivity 1), sequential
-    composition gives ρε + (1 - ρ)ε = ε. The grid size depends on the data only through that
-    noisy total (post-processing).
+    one (L1 sensitivity 1); with the record total bought at ρε (sensitivity 1) and the bias at σε
+    (sensitivity L), sequential composition gives ρε + σε + (1 - ρ - σ)ε = ε. The grid size
+    depends on the data only through the noisy total, the choice only through the noisy bias
+    (post-processing).
     """
 
     name = "ugrid"
 
     def run(self, workload: Workload, x, epsilon: float, rng=None) -> np.ndarray:
         workload, x, epsilon, gen = self._grid_input(workload, x, epsilon, rng)
+        full = epsilon
         total, epsilon = self._record_total(x, epsilon, gen)
-        side = max(1, math.ceil(math.sqrt(total * epsilon / self.c)))
-        labels = _block_labels(workload.domain, _cuts(workload.domain[0], side), _cuts(workload.domain[1], side))
+        rows, cols = workload.domain
+        wanted = total * epsilon / self.c
+        block = max(1, math.isqrt(int(rows * cols / wanted))) if wanted > 0 else max(rows, cols)
+        labels = _block_labels(workload.domain, _square_cuts(rows, block), _square_cuts(cols, block))
+        if self.select and block > 1:
+            spent = PROBE_SHARE * full
+            epsilon -= spent
+            if not self._blocks_pay(workload, x, labels, epsilon, spent, gen):
+                return plain_strategy(self, workload).run(workload, x, epsilon, gen)
         counts = np.bincount(labels, weights=x)
         noisy = add_laplace(counts, 1.0 / epsilon, gen, sensitivity=1.0, integer=True)
         return np.asarray(workload.matvec(_spread(labels, noisy)), dtype=np.float64)
+
+
+    def _blocks_pay(self, workload: Workload, x: np.ndarray, labels: np.ndarray, epsilon: float, spent: float, gen) -> bool:
+        """Whether the blocks' bias plus their noise at ``epsilon`` is predicted below the plain
+        release's error: b = ‖W(E x - x)‖₂, E the block averages, is released with Laplace(L/spent),
+        L = 2 max_i ‖W e_i‖₂ >= max_i ‖W(E - I) e_i‖₂ its sensitivity (E e_i averages columns)."""
+        blocks = BucketWorkload(workload, labels)
+        totals = np.bincount(labels, weights=x)
+        bias = float(np.linalg.norm(np.asarray(blocks.matvec(totals)) - np.asarray(workload.matvec(x))))
+        reach = 2.0 * float(np.sqrt(workload.column_norms("l2sq").max()))
+        noisy = add_laplace(np.array([bias]), reach / spent, feature_stream(gen), sensitivity=reach, integer=False)[0]
+        m = workload.num_queries
+        predicted = max(noisy, 0.0) ** 2 / m + 2.0 / epsilon**2 * blocks.frobenius_sq() / m
+        plain = plain_strategy(self, workload).expected_error(workload, epsilon) / m
+        return predicted < plain
 
 
 class AGrid(_GridMechanism):
@@ -121,22 +174,37 @@ class AGrid(_GridMechanism):
     at (1-α)ε. Per coarse block the two levels are combined by inverse-variance weighting and the
     fine blocks absorb the difference equally (constrained inference), then spread evenly.
 
+    With ``select`` (the default) a private check first (:func:`blowfish_te.selection.choose_for_ranges`
+    with :data:`AGRID_FIT`, on the noisy total already bought and DAWA's cost of the data along the
+    Hilbert curve for a share σ of ε) falls back to the plain release — the workload's linear
+    strategy of lowest analytic error — where the data are dense and uneven at the noise's scale
+    (measured: 1.17 times Identity on a DPComp 2-D set at 10⁶ records, ε = 0.01); otherwise both
+    levels keep their shares of the rest.
+
     Privacy (unit changes): each level partitions the grid (sensitivity 1 per level); the fine
-    grid depends on the data only through the coarse noisy counts. With the record total bought at
-    ρε, sequential composition gives ρε + α(1-ρ)ε + (1-α)(1-ρ)ε = ε.
+    grid depends on the data only through the coarse noisy counts; the check's cost feature has
+    sensitivity 1. With the record total bought at ρε, sequential composition gives
+    ρε + σε + α(1-ρ-σ)ε + (1-α)(1-ρ-σ)ε = ε (or the plain release at (1-ρ-σ)ε).
     """
 
     name = "agrid"
 
-    def __init__(self, c: float = 10.0, alpha: float = 0.5, total: float | None = None, total_share: float = 0.05):
-        super().__init__(c=c, total=total, total_share=total_share)
+    def __init__(self, c: float = 10.0, alpha: float = 0.5, total: float | None = None, total_share: float = 0.05,
+                 select: bool = True):
+        super().__init__(c=c, total=total, total_share=total_share, select=select)
         self.alpha = check_real(alpha, "alpha", 0, exclusive=True)
         if self.alpha >= 1:
             raise ValueError(f"alpha must be in (0, 1), the share of ε for the coarse grid; got {alpha}")
 
     def run(self, workload: Workload, x, epsilon: float, rng=None) -> np.ndarray:
         workload, x, epsilon, gen = self._grid_input(workload, x, epsilon, rng)
+        full = epsilon
         total, epsilon = self._record_total(x, epsilon, gen)
+        if self.select:
+            decision = choose_for_ranges(x[hilbert_order(workload.domain)], full, gen, fit_max=AGRID_FIT, total=total)
+            epsilon -= decision.spent  # both levels keep their shares of the rest
+            if decision.route != "partition":
+                return plain_strategy(self, workload).run(workload, x, epsilon, gen)
         rows, cols = workload.domain
         eps1, eps2 = self.alpha * epsilon, (1 - self.alpha) * epsilon
         side = max(10, math.ceil(math.sqrt(total * epsilon / self.c) / 4))

@@ -41,11 +41,23 @@ class BucketWorkload(Workload):
         return self.spread.T @ self.base._rmatmat(as_block(z))
 
     def frobenius_sq(self) -> float:
-        """‖W E‖_F²: from W's sparse rows when W is a few small boxes, else from the columns."""
+        """‖W E‖_F²: from W's sparse rows when W is boxes, in groups of at most 2·SPARSE_PAIRS
+        (box, cell) pairs (linear in the boxes' total volume); else from the columns."""
         base = self.base
-        if isinstance(base, Boxes) and float((base.hi - base.lo + 1).prod(axis=1).sum()) <= SPARSE_PAIRS:
-            return float(((base.tosparse() @ self.spread).data ** 2).sum())
-        return super().frobenius_sq()
+        if not isinstance(base, Boxes):
+            return super().frobenius_sq()
+        volumes = (base.hi - base.lo + 1).prod(axis=1)
+        if volumes.max() > SPARSE_PAIRS:
+            return super().frobenius_sq()
+        groups = (np.cumsum(volumes) - 1) // SPARSE_PAIRS
+        cuts = np.concatenate(([0], np.flatnonzero(np.diff(groups)) + 1, [volumes.size]))
+        total = 0.0
+        for start, end in zip(cuts[:-1], cuts[1:]):
+            weights = None if base.weights is None else base.weights[start:end]
+            group = base if (start, end) == (0, volumes.size) else Boxes(base.domain, base.lo[start:end], base.hi[start:end],
+                                                                         weights=weights)
+            total += float(((group.tosparse() @ self.spread).data ** 2).sum())
+        return total
 
     def gram_matrix(self, max_entries: int = 2**26) -> np.ndarray:
         m = self.size

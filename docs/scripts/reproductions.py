@@ -65,6 +65,11 @@ REPORTS = {
                ("scale",), (("policy", "unbounded"),)),
          Table("The same under each policy at scale 10^7", "scaled_l2", ("mechanism",), ("policy",), (("scale", "10000000"),))),
         "HEPTH_scaled_l2_vs_scale", "scaled_l2"),
+    "dpbench_1d_scales": Report(
+        (Table("Per-query MSE of the histogram workload under unbounded DP, mean of {trials} trials", "mse", ("dataset", "mechanism"),
+               ("scale", "epsilon"), (("policy", "unbounded"),)),
+         Table("The same under the line policy", "mse", ("dataset", "mechanism"), ("scale", "epsilon"), (("policy", "line"),))),
+        "HEPTH_mse_vs_epsilon", "mse"),
     "dpbench_2d_ranges": Report(
         (Table("Scaled L2 error of 2000 random rectangles at 128 × 128, mean over {datasets} datasets", "scaled_l2", ("mechanism",),
                ("policy", "scale"), (("domain", "128x128"),)),

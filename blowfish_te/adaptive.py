@@ -1,0 +1,115 @@
+"""A private choice between a data-dependent and a data-independent release, under any policy
+(Pythia: Kotsogiannis, Machanavajjhala, Hay, Miklau, SIGMOD 2017), registered as ``adaptive``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ._validation import check_epsilon, check_histogram, check_real
+from .composites import PartitionThenTransform, plain_release, public_total
+from .mechanisms import DAWA, Auto, Identity, Mechanism, NativeMechanism, NativeRelease, get_mechanism
+from .mechanisms.datadependent import RANGES_EXCESS, RANGES_FIT
+from .noise import RNGLike, check_rng
+from .policies import Policy
+from .release import plan
+from .selection import HISTOGRAMS, RANGES, choose, choose_for_ranges
+from .sensitivity import check_compatible
+from .workloads import Workload, as_workload
+
+
+class Adaptive(NativeMechanism):
+    """Runs the data-dependent or the data-independent release it predicts to be better, from noisy
+    features of the data, and says in the release which it ran and why.
+
+    Candidates (fixed by the workload and policy, never by the data):
+
+    - data-dependent: DAWA (its partition at ε₁ = 0.25 ε for histograms, ε-DP for the unit changes
+      that are unbounded DP's neighbours) under unbounded DP; partition-then-transform under every
+      other policy (its partition is (ε₁, G)-Blowfish for every G, the bucket totals go through the
+      quotient policy's best route). Both without their own check (``select=False``): this
+      mechanism makes it;
+    - data-independent: :class:`~blowfish_te.mechanisms.Auto` with optimiser time ``budget``: the
+      strategy and route of lowest analytic error, exact-route strategies included under
+      threshold and grid policies. A histogram released with Laplace on every cell has its
+      structure read back afterwards (:func:`blowfish_te.smoothing.smooth`, post-processing)
+      unless the features show nothing to merge.
+
+    Choice: :func:`blowfish_te.selection.choose` (with the rule for histograms, or for ranges
+    over a line; :func:`~blowfish_te.selection.choose_for_ranges` for rectangles on a grid)
+    spends a few % of ε on the record total (free when the policy discloses it: no ⊥) and DAWA's
+    cost of the data with and without its guards, and reads them; the candidate it runs gets the
+    rest of ε.
+    When the data-dependent candidate would not partition this workload at all (prefix and range
+    queries under line, threshold and grid policies: buckets cannot halve their error), it is
+    the data-independent release itself, so nothing is measured and all of ε goes to it.
+
+    Privacy: the features are (ρε, G)-Blowfish (Laplace noise calibrated to their sensitivity: 1
+    per record added or removed, 2 per record moved along an edge); the chosen candidate runs at
+    (1 - ρ)ε with its own argument; the choice depends only on the noisy features, the workload,
+    the policy and ε. Sequential composition gives ε. Data-dependent: no analytic error.
+    """
+
+    name = "adaptive"
+
+    def __init__(self, budget: float = 10.0):
+        self.budget = check_real(budget, "budget (seconds)", 0)
+
+    def candidates(self, workload: Workload, policy: Policy) -> tuple[Mechanism, Auto]:
+        """(data-dependent, data-independent) candidates for ``workload`` under ``policy``."""
+        cache = self.__dict__.setdefault("_members", {})
+        if not cache:
+            cache.update(dawa=DAWA(select=False), ptt=PartitionThenTransform(select=False), auto=Auto(budget=self.budget))
+        unbounded_dp = policy.has_bottom and policy.is_differential_privacy and policy.ndim <= 2
+        return (cache["dawa"] if unbounded_dp else cache["ptt"]), cache["auto"]
+
+    def _partitions(self, dependent: Mechanism, workload: Workload, policy: Policy) -> bool:
+        if isinstance(dependent, DAWA):
+            return True
+        return dependent.split(workload, policy) > 0
+
+    def release_native(self, workload, x, policy: Policy, epsilon: float, rng: RNGLike = None) -> NativeRelease:
+        workload = as_workload(workload)
+        check_compatible(workload, policy)
+        x = check_histogram(x, policy.shape)
+        epsilon = check_epsilon(epsilon)
+        gen = check_rng(rng)
+        dependent = self.candidates(workload, policy)[0]
+        if not self._partitions(dependent, workload, policy):
+            notes = f"{self.name}: {dependent.name} would not partition {workload.name} under {policy.name}, so it is the plain release"
+            return self._plain(workload, x, policy, epsilon, epsilon, gen, False, notes)
+        dawa = isinstance(dependent, DAWA)
+        order = dependent.layout(policy.shape) if dawa else np.arange(x.size)
+        total = public_total(policy, x)
+        kind = dependent.selection_rule(workload) if dawa else "histogram"
+        if kind == "ranges":  # rectangles over a grid
+            decision = choose_for_ranges(x[order], epsilon, gen, fit_max=RANGES_FIT, excess_max=RANGES_EXCESS, total=total)
+        else:
+            decision = choose(x[order], epsilon, gen, total=total, record_moves=1 if dawa else 2,
+                              rule=HISTOGRAMS if kind == "histogram" else RANGES)
+        notes = f"{self.name}: {decision.features.describe()}; {decision.reason}"
+        if decision.route != "partition":
+            return self._plain(workload, x, policy, epsilon, epsilon - decision.spent, gen, decision.route == "smooth", notes)
+        rest = epsilon - decision.spent  # the candidate's steps keep their shares of the rest
+        if dawa:  # unbounded DP: the transform is the identity, DAWA runs on x itself
+            ratio = dependent.split(workload)[0]
+            answers = dependent.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen)
+            return NativeRelease(np.asarray(answers, dtype=np.float64), notes=f"{notes}; ran {dependent.name}")
+        inner = dependent.partitioned(workload, x, policy, rest, dependent.split(workload, policy) * rest, gen, notes)
+        return NativeRelease(inner.answers, inner.sensitivity, inner.noise_scale, inner.component_totals,
+                             f"{notes}; ran {dependent.name}")
+
+    def _plain(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, rest: float, gen, smoothed: bool,
+               notes: str):
+        """The data-independent candidate at ``rest``: planned at the release's ``epsilon`` (once per
+        workload, policy and ε: every analytic error scales as 1/ε², so the ranking holds at any ε)."""
+        chosen = plan(workload, policy, epsilon, self.candidates(workload, policy)[1]).chosen
+        if smoothed and not isinstance(chosen.mechanism, Identity):
+            # Laplace on the cells when it is as good (ties: e.g. Ordered under line for a
+            # histogram), since only its release can be smoothed
+            cells = plan(workload, policy, epsilon, get_mechanism("identity")).chosen
+            if cells.expected_mse is not None and chosen.expected_mse is not None and \
+                    cells.expected_mse <= chosen.expected_mse * (1 + 1e-9):
+                chosen = replace(cells, mechanism=get_mechanism("identity"))
+        return plain_release(workload, x, policy, rest, gen, chosen.mechanism, chosen, smoothed, notes)

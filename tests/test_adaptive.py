@@ -1,0 +1,275 @@
+"""Data-dependent releases that never lose much to the plain release: DAWA, partition-then-transform
+and the grids with their private check, and the ``adaptive`` selector."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+
+import numpy as np
+import pytest
+
+import blowfish_te as bt
+from blowfish_te import datasets, policies
+from blowfish_te import mechanisms as M
+from blowfish_te import workloads as wl
+from blowfish_te.adaptive import Adaptive
+from blowfish_te.composites import PartitionThenTransform, cell_noise
+
+from conftest import Replay
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "dpbench"
+needs_data = pytest.mark.skipif(not (DATA / "1D" / "HEPTH.npy").exists(), reason="DPBench data not beside the clone")
+
+
+#: The selector without optimised candidates (planning them takes 10-20 s per workload at K = 4096;
+#: the Identity, hierarchies and Ordered strategies are all a histogram needs).
+FAST = Adaptive(budget=0)
+
+
+def _mse(mechanism, workload, x, policy, epsilon, seeds=5):
+    truth = workload @ np.asarray(x).ravel()
+    return np.mean([np.mean((bt.answer(workload, x, policy, epsilon, mechanism, rng=s).answers - truth) ** 2) for s in range(seeds)])
+
+
+def _spiky(k: int, scale: int, rng: int = 0) -> np.ndarray:
+    """A histogram with a few very heavy cells, many moderate spikes and long empty runs (the shape
+    of the DPComp loan data, with heavy cells as ADULT's capital loss has them)."""
+    gen = np.random.default_rng(rng)
+    p = np.zeros(k)
+    p[gen.choice(k, 40, replace=False)] = gen.pareto(1.0, 40) + 0.05
+    p[gen.choice(k, 3, replace=False)] += 5 * p.sum()
+    return gen.multinomial(scale, p / p.sum())
+
+
+# -- privacy: every Laplace draw replayed at every neighbour ------------------------------------------
+
+
+def _replayed_cost(run, x, neighbours, monkeypatch, modules):
+    """The largest privacy charge over the neighbours when every Laplace draw in ``modules`` is
+    replayed (the outputs must agree exactly)."""
+    worst = 0.0
+    for y in neighbours:
+        replay = Replay()
+        for module in modules:
+            monkeypatch.setattr(module, "add_laplace", replay)
+        first = run(x)
+        replay.replay()
+        assert np.allclose(first, run(y)), "the neighbour took another path"
+        worst = max(worst, replay.cost)
+    return worst
+
+
+def _fixed_partition(x, eps1, eps2, gen, **kwargs):
+    """A data-independent stand-in for the private partition (blocks of 4 cells): it costs nothing,
+    so the replay charges everything else."""
+    return np.arange(np.asarray(x).size) // 4
+
+
+@pytest.mark.parametrize("scale", [1, 30, 3000])  # N·ε/K small (partition), middle, large (plain release)
+def test_dawa_check_and_releases_cost_at_most_epsilon_less_the_partition(scale, monkeypatch):
+    import blowfish_te.mechanisms.base as base
+    import blowfish_te.mechanisms.datadependent as dd
+    import blowfish_te.selection as selection
+
+    monkeypatch.setattr(dd, "dawa_partition", _fixed_partition)
+    k, epsilon = 16, 1.0
+    x = np.random.default_rng(scale).integers(0, 2 * scale, k)
+    neighbours = [x + np.eye(k, dtype=int)[i] for i in range(k)] + [x - np.eye(k, dtype=int)[i] for i in range(k) if x[i] > 0]
+    mech = M.DAWA()
+    cost = _replayed_cost(lambda data: mech.run(wl.identity(k), data, epsilon, rng=3), x, neighbours, monkeypatch,
+                          (selection, base, dd))
+    assert cost <= epsilon + 1e-9
+    assert cost > 0.5 * epsilon  # the replay does charge: the check and the release are noisy
+
+
+def test_partition_then_transform_check_costs_at_most_epsilon_for_moves(monkeypatch):
+    """Under line, the features are calibrated to moves (sensitivity 2) and the total is public:
+    every neighbour (one record moved to an adjacent cell) is charged at most ε."""
+    import blowfish_te.composites as composites
+    import blowfish_te.mechanisms.base as base
+    import blowfish_te.selection as selection
+
+    monkeypatch.setattr(composites, "dawa_partition", _fixed_partition)
+    k, epsilon = 12, 1.0
+    policy = policies.line(k)
+    for scale in (1, 40):
+        x = np.random.default_rng(scale).integers(1, 2 * scale + 1, k)
+        neighbours = []
+        for i in range(k - 1):
+            for a, b in ((i, i + 1), (i + 1, i)):
+                y = x.copy()
+                y[a] -= 1
+                y[b] += 1
+                neighbours.append(y)
+        def run(data, mech=PartitionThenTransform()):
+            return bt.answer(wl.identity(k), data, policy, epsilon, mech, rng=5).answers
+
+        cost = _replayed_cost(run, x, neighbours, monkeypatch, (selection, base))
+        assert cost <= epsilon + 1e-9
+
+
+def test_adaptive_check_and_release_cost_at_most_epsilon(monkeypatch):
+    import blowfish_te.mechanisms.base as base
+    import blowfish_te.mechanisms.datadependent as dd
+    import blowfish_te.selection as selection
+
+    monkeypatch.setattr(dd, "dawa_partition", _fixed_partition)
+    k, epsilon = 16, 0.8
+    for scale in (1, 3000):
+        x = np.random.default_rng(scale).integers(0, 2 * scale, k)
+        neighbours = [x + np.eye(k, dtype=int)[i] for i in range(k)]
+        cost = _replayed_cost(lambda data: bt.answer(wl.identity(k), data, policies.unbounded(k), epsilon, "adaptive", rng=1).answers,
+                              x, neighbours, monkeypatch, (selection, base, dd))
+        assert cost <= epsilon + 1e-9
+
+
+def test_the_check_decides_alike_at_neighbours():
+    """The decision reads only noisy features (here 12 % of ε on 64 cells): over 800 draws its
+    frequencies at two neighbours agree within e^spent up to binomial slack."""
+    from blowfish_te.selection import choose
+
+    k, eps, trials = 64, 1.0, 800
+    x = np.zeros(k, dtype=int)
+    x[10], x[40] = 30, 31  # spikes: the guards' excess sits near the rule's allowance
+    y = x.copy()
+    y[40] += 1
+    routes = []
+    for data, offset in ((x, 0), (y, 10**6)):
+        counts = {}
+        for t in range(trials):
+            route = choose(data, eps, np.random.default_rng(offset + t)).route
+            counts[route] = counts.get(route, 0) + 1
+        routes.append(counts)
+    spent = choose(x, eps, np.random.default_rng(0)).spent
+    for route in set(routes[0]) | set(routes[1]):
+        a, b = routes[0].get(route, 0) / trials, routes[1].get(route, 0) / trials
+        slack = 4 * math.sqrt(max(a, b, 1 / trials) / trials) * (1 + math.exp(spent))
+        assert a <= math.exp(spent) * b + slack and b <= math.exp(spent) * a + slack
+
+
+# -- what the release says --------------------------------------------------------------------------
+
+
+def test_adaptive_says_what_it_ran_and_why():
+    k = 4096
+    x = datasets.synthetic(k, 500, rng=0)  # small against the noise (N·ε/K ≈ 0.01): partition
+    small = bt.answer(wl.identity(k), x, policies.unbounded(k), 0.1, "adaptive", rng=0)
+    assert "adaptive: record total" in small.choice and "ran dawa" in small.choice and "partition" in small.choice
+    assert small.route == "native" and small.mechanism == "adaptive" and small.expected_mse is None
+    large = bt.answer(wl.identity(k), datasets.synthetic(k, 10**7, rng=0), policies.line(k), 1.0, "adaptive", rng=0)
+    assert "(public)" in large.choice and "plain release: N·ε/K" in large.choice  # no smoothing: nothing to merge
+    prefix = bt.answer(wl.prefix(k), x, policies.line(k), 0.1, "adaptive", rng=0)
+    assert "would not partition" in prefix.choice  # prefix sums under line: no feature is bought
+    assert np.array_equal(prefix.answers, bt.answer(wl.prefix(k), x, policies.line(k), 0.1, "adaptive", rng=0).answers)
+
+
+def test_adaptive_under_cyclic_policies_considers_the_exact_route():
+    shape = (16, 16)
+    x = datasets.synthetic_2d(shape, 50_000, rng=1)
+    w = wl.random_rects(shape, 100, rng=0)
+    release = bt.answer(w, x, policies.grid(shape), 0.5, "adaptive", rng=0)
+    best = bt.plan(w, policies.grid(shape), 0.5, "auto").chosen  # planned at ε, run at the rest of it
+    assert "plain release" in release.choice and f"ran {best.mechanism.name} ({best.route})" in release.choice
+    assert best.route == "exact"  # grid:1 is cyclic: the exact route's strategies are candidates
+
+
+def test_cell_noise_models_follow_the_route():
+    k = 8
+    ident = M.Identity()
+    exact = bt.plan(wl.identity(k), policies.threshold(k, 2), 1.0, ident, route="exact").chosen
+    assert cell_noise(policies.threshold(k, 2), exact, 2.0).kind == "independent"
+    line = bt.plan(wl.identity(k), policies.line(k), 1.0, ident, route="transform").chosen
+    assert cell_noise(policies.line(k), line, 1.0).kind == "path"
+    unbounded = bt.plan(wl.identity(k), policies.unbounded(k), 1.0, ident, route="transform").chosen
+    assert cell_noise(policies.unbounded(k), unbounded, 1.0).kind == "independent"
+    hub = bt.plan(wl.identity(k), policies.threshold(k, 2), 1.0, ident, route="transform", tree="hub").chosen
+    assert cell_noise(policies.threshold(k, 2), hub, 1.0) is None  # not a model the smoothing knows
+
+
+def test_mechanism_arguments():
+    with pytest.raises(TypeError, match="select"):
+        M.DAWA(select="yes")
+    with pytest.raises(TypeError, match="select"):
+        PartitionThenTransform(select=1)
+    with pytest.raises(TypeError, match="select"):
+        M.PrivTree(select=None)
+    with pytest.raises(ValueError, match="budget"):
+        Adaptive(budget=-1)
+    assert Adaptive().get_params() == {"budget": 10.0}
+
+
+# -- accuracy: never much worse than the plain release (seeded; the full table is benchmarks/adaptive_report.py) --
+
+
+def test_dense_large_data_at_small_epsilon_keep_the_plain_error():
+    """A smooth dense histogram of 10⁷ records at ε = 0.01: every release within 1.15 times the
+    plain one (DAWA today: about 1.4 times Identity on such data)."""
+    k, eps = 4096, 0.01
+    x = datasets.synthetic(k, 10**7, rng=3)
+    w = wl.identity(k)
+    identity, line = 2 / eps**2, bt.answer(w, x, policies.line(k), eps, "identity", rng=0).expected_mse
+    assert _mse("dawa", w, x, policies.unbounded(k), eps) <= 1.15 * identity
+    assert _mse(FAST, w, x, policies.unbounded(k), eps) <= 1.15 * identity
+    assert _mse("partition_then_transform", w, x, policies.line(k), eps) <= 1.15 * line
+    assert _mse(FAST, w, x, policies.line(k), eps) <= 1.15 * line
+
+
+def test_spiky_data_no_longer_pay_for_merged_spikes():
+    """Heavy cells among long empty runs at N·ε/K ≈ 2.4: the partition's guard merges spikes of a
+    few dozen noise units (DAWA without its check: about 1.8 times Identity here); with it, well
+    below Identity."""
+    k, eps = 4096, 0.1
+    x = _spiky(k, 100_000)
+    w = wl.identity(k)
+    core = _mse(M.DAWA(select=False), w, x, policies.unbounded(k), eps)
+    checked = _mse("dawa", w, x, policies.unbounded(k), eps)
+    assert checked <= 0.5 * 2 / eps**2 and checked < core
+
+
+def test_sparse_data_keep_their_partition():
+    """Few records against the noise (N·ε/K ≈ 0.02): the check buys only the record total (1 % of
+    ε, from a child stream of the generator) — release for release, DAWA without its check at the
+    rest of ε with the same seed."""
+    from blowfish_te.selection import total_share
+
+    k, eps = 4096, 0.1
+    x = datasets.synthetic(k, 1000, rng=4)
+    w = wl.identity(k)
+    rest = eps * (1 - total_share(k))
+    for seed in range(5):
+        assert np.array_equal(M.DAWA().run(w, x, eps, rng=seed), M.DAWA(select=False).run(w, x, rest, rng=seed))
+
+
+@needs_data
+@pytest.mark.parametrize("name, scale, eps", [("HEPTH", 10**7, 0.01), ("MEDCOST", 10**7, 0.01), ("SEARCHLOGS", 10**7, 0.01),
+                                              ("MEDCOST", 10**5, 0.1), ("ADULT", 10**7, 0.1)])
+def test_dpbench_shapes_at_scale(name, scale, eps):
+    """The issue's failing cells (histogram, 4096 cells, 5 seeds): DAWA ≤ 1.15 × Identity,
+    partition-then-transform ≤ 1.15 × Transformed+Laplace, adaptive ≤ 1.15 × the better of its
+    candidates, under DP and under line."""
+    x = datasets.dpbench_sample(np.load(DATA / "1D" / f"{name}.npy"), scale, rng=0)
+    k = x.size
+    w = wl.identity(k)
+    unbounded, line = policies.unbounded(k), policies.line(k)
+    identity, transformed = 2 / eps**2, bt.answer(w, x, line, eps, "identity", rng=0).expected_mse
+    dawa = _mse("dawa", w, x, unbounded, eps)
+    ptt = _mse("partition_then_transform", w, x, line, eps)
+    assert dawa <= 1.15 * identity and ptt <= 1.15 * transformed
+    assert _mse(FAST, w, x, unbounded, eps) <= 1.15 * min(dawa, identity)
+    assert _mse(FAST, w, x, line, eps) <= 1.15 * min(ptt, transformed)
+
+
+@needs_data
+@pytest.mark.parametrize("name", ["SF-CABS-E", "BJ-CABS-E", "GOWALLA"])
+def test_grids_and_trees_on_dpbench_2d(name):
+    """128², 2000 random rectangles, scale 10⁶, ε ∈ {0.01, 0.1}, 5 seeds: UGrid, AGrid, PrivTree,
+    DAWA and adaptive ≤ 1.15 × Identity's analytic error (UGrid was up to 70 times it)."""
+    shape = (128, 128)
+    x = datasets.dpbench_sample(np.load(DATA / "2D" / f"{name}.npy"), 10**6, domain=shape, rng=0)
+    w = wl.random_rects(shape, 2000, rng=0)
+    policy = policies.unbounded(shape)
+    for eps in (0.01, 0.1):
+        identity = bt.answer(w, x, policy, eps, "identity", rng=0).expected_mse
+        for mechanism in ("ugrid", "agrid", "privtree", "dawa", FAST):
+            assert _mse(mechanism, w, x, policy, eps) <= 1.15 * identity, (str(mechanism), eps)
