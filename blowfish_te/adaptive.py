@@ -90,7 +90,10 @@ class Adaptive(NativeMechanism):
                               rule=HISTOGRAMS if kind == "histogram" else RANGES)
         notes = f"{self.name}: {decision.features.describe()}; {decision.reason}"
         if decision.route != "partition":
-            return self._plain(workload, x, policy, epsilon, epsilon - decision.spent, gen, decision.route == "smooth", notes)
+            smoothed = decision.route == "smooth" and (dawa or dependent.smooths(workload))
+            if decision.route == "smooth" and not smoothed:
+                notes += f"; not smoothed: {workload.name} is not histogram-like"
+            return self._plain(workload, x, policy, epsilon, epsilon - decision.spent, gen, smoothed, notes)
         rest = epsilon - decision.spent  # the candidate's steps keep their shares of the rest
         if dawa:  # unbounded DP: the transform is the identity, DAWA runs on x itself
             ratio = dependent.split(workload)[0]

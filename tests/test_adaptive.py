@@ -174,6 +174,29 @@ def test_adaptive_under_cyclic_policies_considers_the_exact_route():
     assert best.route == "exact"  # grid:1 is cyclic: the exact route's strategies are candidates
 
 
+def test_only_histogram_like_workloads_are_smoothed(monkeypatch):
+    """Smoothing minimises the cells' error; a prefix sums its bias over every cell it covers, so
+    a plain release of prefixes is never smoothed, even when the check would smooth cells."""
+    from blowfish_te import composites, selection
+
+    k = 256
+    x = datasets.dpbench_sample(_spiky(k, 10**6), 10**6, rng=0)
+    ptt = PartitionThenTransform()
+    assert ptt.smooths(wl.identity(k)) and not ptt.smooths(wl.prefix(k))
+    real = selection.choose
+
+    def smooth_always(*args, **kwargs):
+        decision = real(*args, **kwargs)
+        return selection.Decision("smooth", "forced", decision.features)
+
+    monkeypatch.setattr(composites, "choose", smooth_always)
+    policy = policies.threshold(k, 4)
+    prefix = bt.answer(wl.prefix(k), x, policy, 0.1, ptt, rng=0)
+    assert "not smoothed" in prefix.choice and "cells smoothed" not in prefix.choice
+    cells = bt.answer(wl.identity(k), x, policy, 0.1, ptt, rng=0)
+    assert "cells smoothed" in cells.choice
+
+
 def test_cell_noise_models_follow_the_route():
     k = 8
     ident = M.Identity()
