@@ -70,8 +70,12 @@ HISTOGRAMS = Rule(scale_low=0.15, scale_high=30.0, guarded_max=0.84, guarded_slo
 #: there (6–8 % of ε) and wins below N·ε/K = 30 on every shape measured; above, it loses where
 #: DAWA's guarded cost is high or its guards give much away (the floor tames the noise of the
 #: small costs of sparse data, where this decision matters most: NETTRACE's ranges at 10⁷
-#: records are 0.13 times the hierarchy's error with the partition).
-RANGES = Rule(scale_low=30.0, scale_high=math.inf, guarded_max=0.8, excess_max=1.35, floor=0.15)
+#: records are 0.19 times the hierarchy's error with the partition). The excess allowance sits
+#: well above that of every winning shape measured (NETTRACE 1.13, salaries 1.24–1.29 without
+#: noise): at 1.35 the features' noise sent NETTRACE's ranges to the hierarchy in 15 % of
+#: releases, 1.8 times the better candidate's error on average. Without noise no decision moves
+#: (at 10⁷ records, ε = 0.1, no shape's excess lies between 1.32 and 1.55).
+RANGES = Rule(scale_low=30.0, scale_high=math.inf, guarded_max=0.8, excess_max=1.5, floor=0.15)
 #: Range queries over a grid: below this N·ε/K every data-dependent mechanism measured kept its gain.
 RANGES_SCALE_LOW = 0.01
 #: DAWA's split for the cost model: ε₁ = 0.25 ε for the partition, ε₂ = 0.75 ε for the totals.

@@ -234,7 +234,7 @@ def test_choose_rule(monkeypatch):
     # the cost cap grows with it: 0.9 is too much at N·ε/K = 1 (0.84), not at 20 (0.97)
     assert route(HISTOGRAMS, 100, 0.85, 0.9) == "smooth" and route(HISTOGRAMS, 2000, 0.85, 0.9) == "partition"
     assert route(RANGES, 2999, 5.0, 5.0) == "partition" and route(RANGES, 3000, 0.2, 0.25) == "partition"
-    assert route(RANGES, 3000, 0.2, 0.5) == "plain"  # never smoothed: 0.65/0.35 > 1.35
+    assert route(RANGES, 3000, 0.2, 0.5) == "plain"  # never smoothed: 0.65/0.35 > 1.5
     assert route(RANGES, 3000, 0.7, 0.85) == "plain"  # the guarded cost is above 0.8
     with pytest.raises(TypeError, match="Rule"):
         choose(np.zeros(4, dtype=int), 1.0, np.random.default_rng(0), rule="histograms")
