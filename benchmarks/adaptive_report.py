@@ -37,8 +37,7 @@ import blowfish_te as bt
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te.adaptive import Adaptive
-from blowfish_te.composites import PartitionThenTransform
+from blowfish_te.mechanisms import Adaptive, PartitionThenTransform
 from blowfish_te.selection import choose
 from blowfish_te.smoothing import CellNoise, smooth
 

@@ -32,10 +32,8 @@ __all__ = [
     "TransformedWorkload",
     "TreeTransform",
     "Workload",
-    "adaptive",
     "answer",
     "budget",
-    "composites",
     "constraints",
     "errors",
     "io",
@@ -53,7 +51,7 @@ __all__ = [
 
 # Names load on first use (PEP 562), so ``import blowfish_te.io`` does not pay for the mechanisms,
 # scipy and networkx: a records-to-histogram job starts in milliseconds.
-_MODULES = {"adaptive", "budget", "composites", "constraints", "errors", "io", "kmeans", "mechanisms", "policies", "selection",
+_MODULES = {"budget", "constraints", "errors", "io", "kmeans", "mechanisms", "policies", "selection",
             "smoothing", "trees", "workloads"}
 _NAMES = {
     "BudgetAccountant": "budget", "BlowfishError": "errors", "BudgetExceededError": "errors", "CyclicPolicyError": "errors",
@@ -92,7 +90,7 @@ sys.modules[__name__].__class__ = _Package
 
 
 if TYPE_CHECKING:
-    from . import adaptive, budget, composites, constraints, errors, io, kmeans, mechanisms, policies, selection, smoothing, trees, workloads
+    from . import budget, constraints, errors, io, kmeans, mechanisms, policies, selection, smoothing, trees, workloads
     from .budget import BudgetAccountant
     from .errors import BlowfishError, BudgetExceededError, CyclicPolicyError, SpecError
     from .mechanisms import LinearMechanism, Mechanism

@@ -53,11 +53,11 @@ import numpy as np
 
 from ._validation import check_epsilon, check_histogram
 from .constraints import MOVES, Constraints, critical_queries
-from .constraints.inference import prepare
 from .errors import BudgetExceededError, ConstraintError
 from .noise import RNGLike, check_rng
 from .policies import Policy, check_policy
-from .release import Release, answer, plan
+from .release import make_plan
+from .routes import Release
 
 __all__ = ["BudgetAccountant", "BudgetExceededError", "ParallelGroup", "Spend"]
 
@@ -187,14 +187,10 @@ class BudgetAccountant:
     def _prepared(self, workload, x, epsilon, mechanism, rng, route, tree, records):
         """Validate a release completely (plan or constrained sensitivity, histogram, rng) and
         return the call that draws it."""
-        if isinstance(self.constraints, Constraints):
-            if route != "auto" or tree is not None:
-                raise ValueError("a release under constraints measures the strategy on x itself: leave route='auto' and tree=None")
-            prepared = prepare(workload, x, self.policy, epsilon, self.constraints, mechanism, self.moves, records=records)
-            gen = check_rng(rng)
-            return lambda: prepared.execute(gen)
-        _, gen = _validated(self.policy, workload, x, epsilon, mechanism, rng, route, tree)
-        return lambda: answer(workload, x, self.policy, epsilon, mechanism, gen, route, tree)
+        constraints = self.constraints if isinstance(self.constraints, Constraints) else None
+        the_plan = make_plan(workload, self.policy, epsilon, mechanism, route, tree, constraints, self.moves, records)
+        counts, gen = the_plan.check(x), check_rng(rng)
+        return lambda: the_plan.release_checked(counts, gen)
 
     def parallel(self, parts, label: str | None = None) -> ParallelGroup:
         """A group of releases on disjoint sets of records (He et al. Thm 4.2), charged the largest
@@ -314,13 +310,6 @@ def _check_parallel(constraints: Constraints, policy: Policy, parts: dict[object
                 "Thm 4.3 needs every such constraint to count records of one part only). Nothing was released; "
                 "charge the releases sequentially, or give the constraint a scope inside one part"
             )
-
-
-def _validated(policy: Policy, workload, x, epsilon, mechanism, rng, route, tree):
-    """Check every argument of a release before any charge or noise: the data-independent plan
-    (workload, ε, mechanism, route, tree), then the histogram and the generator, both returned."""
-    plan(workload, policy, epsilon, mechanism, route, tree)
-    return check_histogram(x, policy.shape), check_rng(rng)
 
 
 def _disjoint_parts(parts) -> dict[object, frozenset]:

@@ -16,22 +16,39 @@ from . import datasets, policies, workloads
 from .errors import SpecError
 from .release import answer
 
+#: Exit statuses, as documented in ``blowfish-te --help``.
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _one_line(err: BaseException) -> str:
+    """The first line of an error's message, or its type when it has none."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
 
 class _Commands(click.Group):
-    """The command group; an interrupt (Ctrl-C, SIGINT) exits with 130, as shells expect."""
+    """The command group: any error of the library, of an engine (DuckDB, Spark) or of the system
+    ends in one ``Error:`` line and status 1, never a traceback; an interrupt exits with 130."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
-            ctx.exit(130)
+            ctx.exit(EXIT_INTERRUPTED)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except Exception as err:  # every other error: one line for the user
+            raise click.ClickException(_one_line(err)) from None
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="blowfish_te")
 def main() -> None:
-    """blowfish_te: policy-aware differential privacy (Blowfish) through transformational equivalence."""
+    """blowfish_te: policy-aware differential privacy (Blowfish) through transformational equivalence.
+
+    Exit status: 0 done, 1 an error (reported in one "Error:" line), 2 a usage error, 130
+    interrupted (Ctrl-C)."""
 
 
 @main.command()
@@ -89,18 +106,6 @@ def demo(epsilon: float, k: int, n: int, queries: int, show: int, seed: int) -> 
 def _fail(err: Exception) -> None:
     """One line for the user instead of a traceback."""
     raise click.ClickException(str(err).splitlines()[0] if str(err) else type(err).__name__)
-
-
-def _read_histogram(path: pathlib.Path) -> np.ndarray:
-    if path.suffix == ".npy":
-        return np.load(path, allow_pickle=False)
-    if path.suffix == ".csv":
-        try:
-            values = np.loadtxt(path, delimiter=",", ndmin=2)
-        except ValueError as err:
-            raise ValueError(f"{path}: a histogram CSV holds numbers only (one row per row of cells): {err}") from None
-        return values[:, 0] if values.shape[1] == 1 else (values[0] if values.shape[0] == 1 else values)
-    raise ValueError(f"{path}: a histogram must be a .npy or .csv file; for a file of records pass --column")
 
 
 def _policy(spec: str, shape: tuple[int, ...]):
@@ -206,7 +211,7 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
                 raise ValueError("--lower/--upper/--width apply to records (--column); a histogram's cells are its domain")
             if data.is_dir():
                 raise ValueError(f"{data}: a histogram is a .npy or .csv file; records need --column")
-            x = _read_histogram(data)
+            x = io.read_histogram(data)
         shape = tuple(np.shape(x))
         workload = _build_workload(workload_spec, shape, workload_seed, ranges_file)
         release = answer(workload, x, _policy(policy_spec, shape), epsilon, mechanism, rng=seed, tree=tree)

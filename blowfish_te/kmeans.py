@@ -26,8 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import check_epsilon, check_histogram, check_int, check_real
-from .noise import RNGLike, check_rng, laplace
+from .noise import NUMPY_LAPLACE, RNGLike, add_laplace, check_rng
 from .policies import CliqueEdges, Policy
+from .secure import SecureRandom
 
 __all__ = [
     "SENSITIVITIES", "KMeansResult", "blowfish_kmeans", "check_variant", "cluster_statistics", "initial_centres", "lloyd",
@@ -124,11 +125,16 @@ def step_sensitivity(policy: Policy, centres: np.ndarray, how: str = "exact") ->
 
 @dataclass(frozen=True)
 class KMeansResult:
-    """Final centres, the objective after every iteration, and the (size, sum) sensitivities used."""
+    """Final centres, the objective after every iteration, the (size, sum) sensitivities used, and
+    the noise samplers drawn from: ``secure`` is True only when every draw went through a hardened
+    sampler (``rng=None``: exact discrete Laplace for the cluster sizes, lattice Laplace for the
+    sums), False with a numpy Generator or seed (floating-point Laplace) and for the baseline."""
 
     centres: np.ndarray
     objectives: tuple[float, ...]
     sensitivities: tuple[tuple[float, float], ...]
+    sampler: str = "none"
+    secure: bool = False
 
     @property
     def objective(self) -> float:
@@ -191,6 +197,7 @@ def blowfish_kmeans(
     x = check_histogram(x, policy.shape).astype(np.float64)
     gen = check_rng(rng)
     mu = initial_centres(policy.shape, k, gen) if centres is None else np.array(centres, dtype=np.float64)
+    tally = gen.tally() if isinstance(gen, SecureRandom) else None  # the starting centres are public, not noise
     if mu.shape != (k, policy.ndim):
         raise ValueError(f"centres must have shape ({k}, {policy.ndim}), got {mu.shape}")
     points = _points(policy.shape)
@@ -201,11 +208,13 @@ def blowfish_kmeans(
     for _ in range(iterations):
         d_size, d_sum = step_sensitivity(policy, mu, sensitivity)
         sizes, sums = cluster_statistics(x, points, mu, centred)
-        noisy_sizes = sizes + laplace(d_size / eps_size, k, gen)
-        noisy_sums = sums + laplace(d_sum / eps_sum, sums.size, gen).reshape(sums.shape)
+        # sizes count records (integers for every x); the sums are real: lattice Laplace when secure
+        noisy_sizes = add_laplace(sizes, d_size / eps_size, gen, sensitivity=d_size, integer=True)
+        noisy_sums = add_laplace(sums.reshape(-1), d_sum / eps_sum, gen, sensitivity=d_sum, integer=False).reshape(sums.shape)
         means = noisy_sums / np.maximum(noisy_sizes, 1.0)[:, None]
         moved = (mu + means) if centred else means
         mu = np.clip(np.where((noisy_sizes >= 1.0)[:, None], moved, mu), 0, upper)
         history.append(objective(x, points, mu))
         used.append((d_size, d_sum))
-    return KMeansResult(mu, tuple(history), tuple(used))
+    sampler, secure = gen.summary(tally) if tally is not None else (NUMPY_LAPLACE, False)
+    return KMeansResult(mu, tuple(history), tuple(used), sampler, secure)

@@ -363,6 +363,12 @@ class Policy:
             return self.num_edges == k * (k - 1) // 2
         return self.num_edges == k and all(isinstance(b, PairEdges) and bool((b.v == k).all()) for b in self._blocks)
 
+    @property
+    def is_unbounded_dp(self) -> bool:
+        """True for unbounded DP: every cell joined to ⊥ and nothing else. Its tree transform is x
+        itself (W_G = W), and its neighbours add or remove one record."""
+        return self._has_bottom and self.is_differential_privacy
+
     def vertex(self, value) -> int:
         """Vertex index of a cell (flat index or coordinate tuple) or of :data:`BOTTOM`."""
         if value is BOTTOM:

@@ -13,8 +13,8 @@ import blowfish_te as bt
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te.adaptive import Adaptive
-from blowfish_te.composites import PartitionThenTransform, cell_noise
+from blowfish_te.mechanisms import Adaptive, PartitionThenTransform
+from blowfish_te.mechanisms.partition_then_transform import cell_noise
 
 from conftest import Replay
 
@@ -86,8 +86,8 @@ def test_dawa_check_and_releases_cost_at_most_epsilon_less_the_partition(scale, 
 def test_partition_then_transform_check_costs_at_most_epsilon_for_moves(monkeypatch):
     """Under line, the features are calibrated to moves (sensitivity 2) and the total is public:
     every neighbour (one record moved to an adjacent cell) is charged at most ε."""
-    import blowfish_te.composites as composites
     import blowfish_te.mechanisms.base as base
+    import blowfish_te.mechanisms.partition_then_transform as composites
     import blowfish_te.selection as selection
 
     monkeypatch.setattr(composites, "dawa_partition", _fixed_partition)
@@ -177,7 +177,8 @@ def test_adaptive_under_cyclic_policies_considers_the_exact_route():
 def test_only_histogram_like_workloads_are_smoothed(monkeypatch):
     """Smoothing minimises the cells' error; a prefix sums its bias over every cell it covers, so
     a plain release of prefixes is never smoothed, even when the check would smooth cells."""
-    from blowfish_te import composites, selection
+    from blowfish_te import selection
+    from blowfish_te.mechanisms import partition_then_transform as composites
 
     k = 256
     x = datasets.dpbench_sample(_spiky(k, 10**6), 10**6, rng=0)

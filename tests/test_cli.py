@@ -47,3 +47,33 @@ def test_module_entry_point_runs():
         capture_output=True, text=True, check=True,
     ).stdout
     assert "line(20)" in out
+
+
+def test_ctrl_c_exits_130_at_any_stage(tmp_path):
+    """The console script interrupted while native code blocks (reading a FIFO nobody writes,
+    as an engine counting records would): status 130 at once, no traceback."""
+    import os
+    import signal
+    import time
+
+    fifo = tmp_path / "counts.npy"
+    os.mkfifo(fifo)
+    script = "import sys; from blowfish_te.console import entry; sys.argv = ['blowfish-te'] + sys.argv[1:]; entry()"
+    process = subprocess.Popen([sys.executable, "-c", script, "run", str(fifo), "--policy", "line", "--epsilon", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(2.0)  # loading, planning or blocked in the read: every stage must answer
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert b"interrupted" in err and b"Traceback" not in err
+
+
+def test_the_console_script_reports_library_errors_in_one_line(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("1\n\n2\n")
+    script = "import sys; from blowfish_te.console import entry; sys.argv = ['blowfish-te'] + sys.argv[1:]; entry()"
+    done = subprocess.run([sys.executable, "-c", script, "run", str(path), "--policy", "line", "--epsilon", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [f"Error: {path}: line 2 is blank; a histogram CSV holds one count per field, "
+                                                "one row of cells per line"]

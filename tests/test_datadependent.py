@@ -15,7 +15,7 @@ from blowfish_te import datasets, partitions, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 from blowfish_te._wavelet import RangeSmallestSums
-from blowfish_te.composites import PartitionThenTransform
+from blowfish_te.mechanisms import PartitionThenTransform
 from blowfish_te.mechanisms.datadependent import _greedy_clusters
 from blowfish_te.partitions import (
     BUCKET_GUARD,
@@ -510,8 +510,8 @@ def test_partition_then_transform_shares_dawa_half_budget_buckets_and_halves_the
     DP (ε/8 per unit change, bucket price 2/(0.75ε)), both without their private check: from one
     generator state both release the same buckets; the transform then measures the totals with half the variance, so PtT's error
     is below DAWA(ε/2)'s trial by trial on average."""
-    from blowfish_te import composites
     from blowfish_te.mechanisms import datadependent
+    from blowfish_te.mechanisms import partition_then_transform as composites
 
     seen = []
 
@@ -590,3 +590,20 @@ def test_partitions_and_mwem_inputs():
         matching_partition([2.5, 1, 1, 0], 1.0, 1.0, rng=0)
     assert np.isfinite(M.MWEM().run(wl.prefix(8), np.full(8, 1000), 1e-4, rng=2)).all()
     assert np.isfinite(M.MWEM(total=10.0).run(wl.prefix(8), np.full(8, 1000), 1e-3, rng=0)).all()
+
+
+def test_partition_then_transform_checks_its_estimator_against_the_policy_itself():
+    """With few buckets the quotient policy can look like DP; the estimator's refusal must follow
+    the policy the release is for, whatever partition is drawn."""
+    from blowfish_te.mechanisms import Identity
+
+    class RecordModel(Identity, register=False):
+        name = "record_model"
+        models_records = True
+
+    ptt = PartitionThenTransform(estimator=RecordModel())
+    x = np.array([100, 0, 0, 0, 0, 0, 0, 100])
+    for seed in range(5):
+        with pytest.raises(ValueError, match="models the data as records"):
+            bt.answer(wl.identity(8), x, policies.line(8), 0.5, ptt, rng=seed)
+    assert bt.answer(wl.identity(8), x, policies.complete(8), 0.5, ptt, rng=0).answers.shape == (8,)

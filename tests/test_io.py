@@ -126,7 +126,7 @@ def test_every_source_kind_gives_the_counts_pandas_gives(tmp_path):
         assert np.array_equal(result.counts, expected), type(source)
         assert result.rows == result.counted == len(frame)
     con.register("people", frame)
-    assert np.array_equal(io.histogram("SELECT age FROM people WHERE city = 'a'", DOMAIN, connection=con).counts,
+    assert np.array_equal(io.histogram(sql="SELECT age FROM people WHERE city = 'a'", domain=DOMAIN, connection=con).counts,
                           frame.loc[frame.city == "a", "age"].value_counts().reindex(range(100), fill_value=0).to_numpy())
 
 
@@ -333,3 +333,78 @@ def test_run_exits_130_on_an_interrupt(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cli, "answer", interrupted)
     assert _run(tmp_path / "x.npy", "--epsilon", 1, "--seed", 0).exit_code == 130
+
+
+def test_a_path_is_always_a_path_and_sql_runs_only_when_asked(tmp_path):
+    """A file whose name reads like SQL is read as a file; a query runs only through sql=."""
+    path = tmp_path / "from 2020.csv"
+    path.write_text("age\n3\n5\n")
+    assert io.histogram(str(path), DOMAIN).counts[[3, 5]].tolist() == [1, 1]
+    with pytest.raises(ValueError, match="no such file"):
+        io.histogram("select 3 as age", DOMAIN)
+    assert io.histogram(sql="select 3 as age union all select 4", domain=DOMAIN).counts[[3, 4]].tolist() == [1, 1]
+    with pytest.raises(TypeError, match="exactly one"):
+        io.histogram(str(path), DOMAIN, sql="select 3 as age")
+    with pytest.raises(TypeError, match="exactly one"):
+        io.histogram(domain=DOMAIN)
+
+
+def test_repeated_column_names_are_refused_by_every_source_and_engine(tmp_path):
+    path = tmp_path / "twice.csv"
+    path.write_text("age,age\n3,50\n5,60\n")
+    frame = pd.DataFrame([[3, 50], [5, 60]], columns=["age", "age"])
+    table = pa.table([[3, 5], [50, 60]], names=["age", "age"])
+    for source, engines in ((str(path), ("duckdb",)), (frame, ("duckdb", "memory")), (table, ("duckdb", "memory"))):
+        for engine in engines:
+            with pytest.raises(io.RecordError, match="'age' appear more than once"):
+                io.histogram(source, DOMAIN, engine=engine)
+
+
+def test_record_errors_are_library_errors():
+    from blowfish_te.errors import BlowfishError
+
+    with pytest.raises(BlowfishError):
+        io.histogram({"age": [1.0, float("nan")]}, DOMAIN, engine="memory")
+
+
+def test_nan_is_missing_in_every_source(tmp_path):
+    """One rule for NaN: a float NaN from Parquet (whose statistics leave NaN out), pandas or
+    Arrow, and the text 'NaN' in a CSV, are all missing."""
+    import pyarrow.parquet as pq
+
+    values = [3.0, float("nan"), 5.0]
+    pq.write_table(pa.table({"age": values}), tmp_path / "nan.parquet")
+    (tmp_path / "nan.csv").write_text("age\n3\nNaN\n5\n")
+    sources = [(str(tmp_path / "nan.parquet"), "duckdb"), (str(tmp_path / "nan.csv"), "duckdb"),
+               (pd.DataFrame({"age": values}), "duckdb"), (pd.DataFrame({"age": values}), "memory"),
+               (pa.table({"age": values}), "duckdb"), (pa.table({"age": values}), "memory")]
+    for source, engine in sources:
+        with pytest.raises(io.RecordError, match="1 missing"):
+            io.histogram(source, DOMAIN, engine=engine)
+
+
+def test_a_histogram_file_follows_the_records_rule(tmp_path):
+    """Byte-order mark removed; a blank line, an empty field or NaN is a missing count, refused
+    with its line."""
+    cases = {"bom": "\ufeff1,2\n3,4\n", "blank": "1\n\n2\n", "empty": "1,\n2,3\n", "nan": "1\nNaN\n", "text": "1\nNULL\n"}
+    for name, text in cases.items():
+        (tmp_path / f"{name}.csv").write_text(text, encoding="utf-8")
+    assert io.read_histogram(tmp_path / "bom.csv").tolist() == [[1, 2], [3, 4]]
+    for name, message in (("blank", "line 2 is blank"), ("empty", "line 1 has a missing count in field 2"),
+                          ("nan", "line 2 has a missing count"), ("text", "line 2 holds a field that is not a number")):
+        with pytest.raises(io.RecordError, match=message):
+            io.read_histogram(tmp_path / f"{name}.csv")
+    records = tmp_path / "records.csv"
+    records.write_text("\ufeffage\n3\n\n5\n", encoding="utf-8")  # the same BOM and blank line in records
+    with pytest.raises(io.RecordError, match="1 missing"):
+        io.histogram(str(records), DOMAIN)
+
+
+def test_an_engine_error_in_the_cli_is_one_line(tmp_path):
+    path = tmp_path / "ragged.csv"
+    path.write_text("age\n1\n2,3\n4\n")
+    result = CliRunner().invoke(main, ["run", str(path), "--column", "age", "--lower", "0", "--upper", "9",
+                                       "--policy", "line", "--epsilon", "1", "--seed", "0"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)

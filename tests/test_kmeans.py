@@ -105,3 +105,12 @@ def test_bad_arguments(kwargs, match):
     args = dict(x=np.ones(10, int), policy=policies.line(10), epsilon=1.0) | kwargs
     with pytest.raises((ValueError, TypeError), match=match):
         kmeans.blowfish_kmeans(**args)
+
+
+def test_kmeans_without_a_seed_draws_only_hardened_noise_and_says_so():
+    x = np.random.default_rng(0).integers(0, 20, size=(12, 12))
+    policy = policies.grid((12, 12), 2)
+    secure = kmeans.blowfish_kmeans(x, policy, 1.0, 3, 2)
+    assert secure.secure and "discrete Laplace" in secure.sampler and "lattice" in secure.sampler
+    seeded = kmeans.blowfish_kmeans(x, policy, 1.0, 3, 2, rng=0)
+    assert not seeded.secure and "floating point" in seeded.sampler

@@ -364,7 +364,7 @@ def test_strategy_sensitivity_is_cached_per_workload_and_policy():
     assert len({d for _, d in cases}) > 1  # the policies really differ
     for _ in range(2):  # second pass: read from the cache
         for policy, expected in cases:
-            assert mech.release(w, x, 1.0, rng=0, policy=policy)[1] == expected
+            assert mech.release(w, x, 1.0, rng=0, policy=policy).sensitivity == expected
 
 
 def test_2d_privelet_is_the_kronecker_square_of_the_1d_one():

@@ -9,7 +9,7 @@ from blowfish_te import answer, plan, policies
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import Auto, Optimized, TunedOrderedHierarchical, get_mechanism
 from blowfish_te.mechanisms.optimized import axis_edges
-from blowfish_te.release import transform_floor
+from blowfish_te.routes import transform_floor
 from blowfish_te.sensitivity import sensitivity
 from blowfish_te.strategies import PIdentityStrategy
 from blowfish_te.strategies.kronecker import KroneckerStrategy, optimize_kronecker

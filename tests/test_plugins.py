@@ -100,7 +100,7 @@ def test_classes_register_when_defined_and_names_are_unique():
 
 
 def test_parameters_come_from_the_constructor_and_drive_repr():
-    from blowfish_te.composites import PartitionThenTransform
+    from blowfish_te.mechanisms import PartitionThenTransform
 
     for cls in MECHANISMS.values():
         mechanism = cls()

@@ -247,7 +247,7 @@ def test_a_plan_is_decided_before_the_data_and_executes_like_answer():
 
 
 def test_every_route_object_executes_to_one_outcome_type():
-    from blowfish_te.release import ExactRoute, NativeRoute, Outcome, TransformRoute
+    from blowfish_te.routes import ExactRoute, NativeRoute, Outcome, TransformRoute
 
     k, x = 16, np.arange(16) % 3
     cases = [(policies.line(k), "identity", "transform", TransformRoute), (policies.threshold(k, 3), "hb", "exact", ExactRoute),
@@ -255,7 +255,7 @@ def test_every_route_object_executes_to_one_outcome_type():
     for policy, mechanism, route, cls in cases:
         chosen = bt.plan(wl.prefix(k), policy, 1.0, mechanism, route=route).chosen
         assert isinstance(chosen, cls)
-        outcome = chosen.execute(get_mechanism(mechanism), wl.prefix(k), x, policy, 1.0, np.random.default_rng(0))
+        outcome = chosen.execute(x, np.random.default_rng(0))
         assert isinstance(outcome, Outcome) and outcome.answers.shape == (k,)
 
 

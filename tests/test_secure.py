@@ -18,8 +18,7 @@ from scipy import stats
 from blowfish_te import answer, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te.composites import PartitionThenTransform
-from blowfish_te.mechanisms import Mechanism
+from blowfish_te.mechanisms import Mechanism, PartitionThenTransform
 from blowfish_te.noise import NUMPY_LAPLACE, add_laplace, check_rng, laplace
 from blowfish_te.partitions import (
     _report_noisy_min_scores,

@@ -30,7 +30,7 @@ from blowfish_te import bounds, datasets, partitions, policies, strategies, tree
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 from blowfish_te._validation import MAX_EPSILON, MIN_EPSILON
-from blowfish_te.composites import PartitionThenTransform
+from blowfish_te.mechanisms import PartitionThenTransform
 
 PACKAGE = pathlib.Path(bt.__file__).resolve().parent
 NAN, INF = math.nan, math.inf

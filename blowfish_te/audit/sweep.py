@@ -18,12 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import (
-    adaptive,  # noqa: F401  (registers 'adaptive' among the mechanisms audited)
-    trees,
-)
+from .. import trees
 from .. import workloads as wl
-from ..composites import PartitionThenTransform
 from ..forest import CyclicPolicyError
 from ..mechanisms import (
     DAWA,
@@ -33,6 +29,7 @@ from ..mechanisms import (
     MatrixMechanism,
     Mechanism,
     NonNegative,
+    PartitionThenTransform,
 )
 from ..policies import Policy, grid, line, threshold, unbounded
 from ..release import answer

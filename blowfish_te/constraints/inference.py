@@ -12,24 +12,21 @@ consistency step for hierarchies), so it keeps the guarantee.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import check_epsilon, check_histogram
 from ..errors import ConstraintError
-from ..mechanisms import LinearMechanism, get_mechanism
-from ..mechanisms.base import integer_entries
-from ..noise import RNGLike, add_laplace, check_rng
+from ..noise import add_laplace
 from ..policies import Policy
-from ..secure import SecureRandom
-from ..sensitivity import check_compatible
-from ..workloads import Workload, as_workload
+from ..routes import Candidate, Outcome, Plan
+from ..strategies.base import integer_entries
+from ..workloads import Workload
 from .graph import MAX_SEARCH_STEPS, ConstrainedSensitivity, strategy_sensitivity
 from .queries import Constraints
 
-__all__ = ["ConstrainedLeastSquares", "ConstrainedRelease", "prepare", "release_constrained"]
+__all__ = ["ConstrainedLeastSquares", "ConstrainedRoute", "plan_constrained"]
 
 
 class ConstrainedLeastSquares:
@@ -66,95 +63,73 @@ class ConstrainedLeastSquares:
 
 
 @dataclass(frozen=True)
-class ConstrainedRelease:
-    """A release under constraints checked and planned, not yet run (:func:`prepare`): the
-    sensitivity, the public counts the inference uses and everything validated. :meth:`execute`
-    draws the noise."""
+class ConstrainedRoute(Candidate):
+    """The route of a release under public constraints (route ``"constrained"``): the linear
+    mechanism's strategy measured on x with Laplace noise at the constrained sensitivity, then
+    constrained inference. Planned by :func:`plan_constrained`, without reading x."""
 
-    workload: Workload
-    counts: np.ndarray
-    policy: Policy
-    epsilon: float
-    mechanism: LinearMechanism
-    strategy: Workload
-    sensitivity: float
-    analysis: ConstrainedSensitivity
-    known: Constraints | None
-    public: np.ndarray
+    route: str = "constrained"
+    strategy: Workload | None = field(default=None, compare=False, repr=False)
+    sensitivity: float = 0.0
+    analysis: ConstrainedSensitivity | None = field(default=None, compare=False, repr=False)
+    known: Constraints | None = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def _solver(self) -> ConstrainedLeastSquares:
         return ConstrainedLeastSquares(self.strategy, self.known)
 
-    def execute(self, rng: RNGLike = None):
-        from ..release import Release
+    def _public(self, x: np.ndarray) -> np.ndarray:
+        return self.known.public_counts(x) if self.known is not None else np.zeros(0, dtype=np.int64)
 
-        gen = check_rng(rng)
-        mech, strategy, workload = self.mechanism, self.strategy, self.workload
-        delta, analysis = self.sensitivity, self.analysis
+    def check(self, x: np.ndarray) -> None:
+        """Refuse x outside the constraints' public counts (a release on it would claim a
+        guarantee the policy does not give)."""
+        self._public(x)
+
+    def execute(self, x, gen) -> Outcome:
+        mech, strategy, workload, delta = self.mechanism, self.strategy, self.workload, self.sensitivity
+        public = self._public(x)
         scale = delta / self.epsilon
-        tally = gen.tally() if isinstance(gen, SecureRandom) else None
-        noisy = add_laplace(np.asarray(strategy.matvec(self.counts), dtype=np.float64), scale, gen, sensitivity=delta,
+        noisy = add_laplace(np.asarray(strategy.matvec(x), dtype=np.float64), scale, gen, sensitivity=delta,
                             integer=integer_entries(strategy))
-        sampler, secure = gen.summary(tally) if tally is not None else (mech.sampler, False)
         unconstrained = np.asarray(mech.reconstruct(workload, strategy, noisy), dtype=np.float64)
         if self.known is not None:
-            estimate = self._solver.solve(noisy, self.public)
-            answers = np.asarray(workload.matvec(estimate), dtype=np.float64)
+            answers = np.asarray(workload.matvec(self._solver.solve(noisy, public)), dtype=np.float64)
         else:
             answers = unconstrained.copy()
-        answers.flags.writeable = False
-        unconstrained.flags.writeable = False
-        total = mech.expected_error(workload, self.epsilon, sensitivity=delta)
         names = () if self.known is None else self.known.names
-        choice = (f"constrained: {analysis}; each move changes the strategy's answers by at most "
-                  f"{delta / max(analysis.records, 1):g} in L1, so S = {delta:g}; then least squares subject to the "
-                  f"{len(names)} public counts that x determines and x >= 0")
-        return Release(
-            answers=answers, epsilon=self.epsilon, policy=self.policy, mechanism=mech.name, route="constrained",
-            tree=None, stretch=None, workload=workload.name, component_totals={}, sampler=sampler, secure=secure,
-            expected_mse=None if total is None else total / workload.num_queries, sensitivity=delta,
-            noise_scale=scale, choice=choice, public_counts=dict(zip(names, self.public.tolist())),
-            unconstrained_answers=unconstrained,
-        )
+        return Outcome(answers, {}, delta, scale, public_counts=dict(zip(names, public.tolist())),
+                       unconstrained_answers=unconstrained)
 
 
-def prepare(
-    workload, x, policy: Policy, epsilon: float, constraints: Constraints, mechanism="identity",
-    moves: str = "any", max_steps: int = MAX_SEARCH_STEPS, records=None,
-) -> ConstrainedRelease:
-    """Validate a release under ``constraints`` and compute its sensitivity, drawing nothing.
-
-    The sensitivity comes from all the constraints; the inference uses those whose answer x
-    determines (:meth:`Constraints.applicable`; ``records``: x holds only these record ids'
-    records), after checking x against their public counts."""
-    workload = as_workload(workload)
-    check_compatible(workload, policy)
-    epsilon = check_epsilon(epsilon)
+def plan_constrained(
+    workload: Workload, policy: Policy, epsilon: float, constraints: Constraints, mechanism, moves: str = "any",
+    max_steps: int = MAX_SEARCH_STEPS, records=None,
+) -> Plan:
+    """The plan of a release under ``constraints`` (see the module docstring) for validated
+    ``workload``, ``epsilon`` and a mechanism instance: its sensitivity, computed without reading
+    the data. The sensitivity comes from all the constraints; the inference uses those whose
+    answer x determines (:meth:`Constraints.applicable`; ``records``: x holds only these record
+    ids' records), after the release checks x against their public counts."""
     if not isinstance(constraints, Constraints):
         raise TypeError(f"constraints must be a blowfish_te.constraints.Constraints, got {type(constraints).__name__}")
-    mech = get_mechanism(mechanism)
-    if not isinstance(mech, LinearMechanism):
+    if "exact" not in mechanism.routes:
         raise ValueError(
-            f"mechanism {mech.name!r} is not linear: under constraints only linear mechanisms have a known sensitivity "
+            f"mechanism {mechanism.name!r} is not linear: under constraints only linear mechanisms have a known sensitivity "
             "(L moves times the strategy's largest change per move); use 'identity', 'hb', 'privelet', ..."
         )
-    counts = check_histogram(x, policy.shape)
     rows = constraints.applicable(records)
     known = constraints.subset(rows) if rows.size else None
-    public = known.public_counts(counts) if known is not None else np.zeros(0, dtype=np.int64)
-    strategy = mech.strategy(workload)
+    strategy = mechanism.strategy(workload)
     delta, analysis = strategy_sensitivity(strategy, constraints, policy, moves, max_steps)
     if not np.isfinite(delta / epsilon):
         raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale {delta}/{epsilon} overflows")
-    return ConstrainedRelease(workload, counts, policy, epsilon, mech, strategy, delta, analysis, known, public)
-
-
-def release_constrained(
-    workload, x, policy: Policy, epsilon: float, constraints: Constraints, mechanism="identity",
-    rng: RNGLike = None, moves: str = "any", max_steps: int = MAX_SEARCH_STEPS, records=None,
-):
-    """:func:`blowfish_te.answer` with ``constraints`` (see the module docstring): :func:`prepare`,
-    then :meth:`ConstrainedRelease.execute`. Everything is validated before any noise is drawn."""
-    prepared = prepare(workload, x, policy, epsilon, constraints, mechanism, moves, max_steps, records)
-    return prepared.execute(rng)
+    total = mechanism.expected_error(workload, epsilon, sensitivity=delta)
+    route = ConstrainedRoute(expected_mse=None if total is None else total / workload.num_queries, mechanism=mechanism,
+                             workload=workload, policy=policy, epsilon=epsilon, strategy=strategy, sensitivity=delta,
+                             analysis=analysis, known=known)
+    names = () if known is None else known.names
+    reason = (f"constrained: {analysis}; each move changes the strategy's answers by at most "
+              f"{delta / max(analysis.records, 1):g} in L1, so S = {delta:g}; then least squares subject to the "
+              f"{len(names)} public counts that x determines and x >= 0")
+    return Plan(route, (route,), reason, workload, policy, epsilon, mechanism)

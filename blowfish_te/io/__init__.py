@@ -7,6 +7,8 @@
 """
 
 from .domain import Bins, Grid, IntegerRange, Levels
-from .records import ENGINES, HistogramResult, RecordError, csv_lines, histogram
+from .records import ENGINES, HistogramResult, histogram
+from .sources import RecordError, SqlQuery, csv_lines, read_histogram
 
-__all__ = ["ENGINES", "Bins", "Grid", "HistogramResult", "IntegerRange", "Levels", "RecordError", "csv_lines", "histogram"]
+__all__ = ["ENGINES", "Bins", "Grid", "HistogramResult", "IntegerRange", "Levels", "RecordError", "SqlQuery", "csv_lines", "histogram",
+           "read_histogram"]

@@ -116,7 +116,11 @@ class _Numeric(Axis):
         c = dialect.ident(self.column)
         v, blank = f"{name}_v", f"{name}_blank"
         if numeric:
-            parse = [f"CAST({c} AS DOUBLE) AS {v}", f"({c} IS NULL) AS {blank}"]
+            # NaN is read off the value's text: DuckDB folds isnan() to false from Parquet statistics,
+            # which leave NaN out, and would count a NaN as a number above every other
+            nan = f"lower(CAST({c} AS {dialect.text_type})) IN ('nan', '-nan')"
+            # NaN becomes NULL before any arithmetic: the optimiser also bounds the cell by the statistics
+            parse = [f"CASE WHEN {nan} THEN NULL ELSE CAST({c} AS DOUBLE) END AS {v}", f"({c} IS NULL OR {nan}) AS {blank}"]
         else:
             text = f"TRIM(CAST({c} AS {dialect.text_type}))"
             parse = [f"TRY_CAST({text} AS DOUBLE) AS {v}", f"({c} IS NULL OR {text} = '') AS {blank}"]

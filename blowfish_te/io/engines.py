@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .domain import DUCKDB, MISSING, SPARK, Dialect, Grid
-from .records import RecordError, _files, _is_sql, _kind, _suffix, csv_lines
+from .sources import RecordError, SqlQuery, check_unique_columns, csv_header, csv_lines, files_of, kind, suffix
 
 __all__ = ["duckdb_groups", "memory_groups", "spark_groups"]
 
@@ -50,6 +50,7 @@ def _few_values(grid: Grid) -> bool:
 
 
 def _check_columns(columns, grid: Grid, where: str) -> None:
+    check_unique_columns(columns, where)
     missing = [c for c in grid.columns if c not in columns]
     if missing:
         raise ValueError(f"{where}: no column {', '.join(map(repr, missing))}; columns: {', '.join(map(str, columns))}")
@@ -90,22 +91,27 @@ def _duckdb_relation(source, con):
     duckdb = _duckdb()
     if isinstance(source, duckdb.DuckDBPyRelation):
         return source, None, "relation"
-    if _is_sql(source):
-        return con.sql(source), None, "query"
+    if isinstance(source, SqlQuery):
+        return con.sql(source.text), None, "query"
     if isinstance(source, (str, list, tuple)) or hasattr(source, "__fspath__"):
         if isinstance(source, (list, tuple)) and source and not isinstance(source[0], str) and not hasattr(source[0], "__fspath__"):
             raise TypeError(f"source: a list must hold file paths, got {type(source[0]).__name__}")
-        files = _files(source)
-        kind = _kind(_suffix(files[0]))
-        if kind == "csv":
+        files = files_of(source)
+        form = kind(suffix(files[0]))
+        if form == "csv":
+            for path in files:
+                check_unique_columns(csv_header(path), f"source {path}")
             delim = "\t" if ".tsv" in files[0].lower() else ","
             rel = con.read_csv(files, header=True, all_varchar=True, null_padding=True, delimiter=delim)
             return rel, files, files[0]
-        if kind == "parquet":
+        if form == "parquet":
             return con.read_parquet(files), None, files[0]
         import pyarrow.dataset as ds
 
         return con.from_arrow(ds.dataset(files, format="ipc")), None, files[0]
+    names = _column_names(source)
+    if names is not None:  # readers rename or drop a repeated name: refuse it before they do
+        check_unique_columns(names, f"source {type(source).__name__}")
     if isinstance(source, dict):
         import pyarrow as pa
 
@@ -167,19 +173,21 @@ def spark_groups(source, grid: Grid, connection=None):
     csv_files = None
     if type(source).__module__.startswith("pyspark"):
         df = source
-    elif _is_sql(source):
+    elif isinstance(source, SqlQuery):
         spark = _spark_session(connection)
-        df = spark.sql(source)
+        df = spark.sql(source.text)
     elif isinstance(source, (str, list, tuple)) or hasattr(source, "__fspath__"):
         spark = _spark_session(connection)
-        files = _files(source)
-        kind = _kind(_suffix(files[0]))
-        if kind == "csv":
+        files = files_of(source)
+        form = kind(suffix(files[0]))
+        if form == "csv":
+            for path in files:
+                check_unique_columns(csv_header(path), f"source {path}")
             sep = "\t" if ".tsv" in files[0].lower() else ","
             df = spark.read.csv(files, header=True, sep=sep, inferSchema=False, mode="PERMISSIVE", ignoreLeadingWhiteSpace=False,
                                 ignoreTrailingWhiteSpace=False)
             csv_files = files
-        elif kind == "parquet":
+        elif form == "parquet":
             df = spark.read.parquet(*files)
         else:
             raise ValueError("the Spark engine reads CSV and Parquet files; use DuckDB for Arrow IPC")
@@ -210,7 +218,20 @@ def spark_groups(source, grid: Grid, connection=None):
 # -- numpy ------------------------------------------------------------------------------------
 
 
+def _column_names(source) -> list[str] | None:
+    """The column names of an in-memory table, repeats included (None for other sources)."""
+    module = type(source).__module__
+    if module.startswith(("pandas", "polars")):
+        return [str(c) for c in source.columns]
+    if module.startswith("pyarrow") and hasattr(source, "column_names"):
+        return list(source.column_names)
+    return None
+
+
 def _columns(source) -> dict[str, np.ndarray]:
+    names = _column_names(source)
+    if names is not None:
+        check_unique_columns(names, f"source {type(source).__name__}")
     module = type(source).__module__
     if isinstance(source, dict):
         return {k: np.asarray(v) for k, v in source.items()}

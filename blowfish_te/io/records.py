@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import glob
-import gzip
-import pathlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from .domain import ABOVE, BELOW, INVALID, MISSING, OK, UNKNOWN, Grid, as_grid
+from .engines import duckdb_groups, memory_groups, spark_groups
+from .sources import RecordError, SqlQuery, csv_lines
 
-__all__ = ["ENGINES", "HistogramResult", "RecordError", "csv_lines", "histogram"]
+__all__ = ["ENGINES", "HistogramResult", "RecordError", "SqlQuery", "csv_lines", "histogram"]
 
 #: Engines: DuckDB (embedded, out of core; the default), Spark (distributed) and numpy (in memory).
 ENGINES = ("duckdb", "spark", "memory")
 #: What to do with numbers outside the domain.
 OUTSIDE = ("error", "clamp")
-_CSV = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
-_PARQUET = (".parquet", ".pq")
-_ARROW = (".arrow", ".feather", ".ipc")
-
-
-class RecordError(ValueError):
-    """Records that cannot be counted: no histogram is built. The message depends on the data
-    without noise (counts and example values): it is for the data owner, never for release."""
 
 
 @dataclass(frozen=True)
@@ -55,76 +46,6 @@ class HistogramResult:
         return text
 
 
-def _suffix(path: str) -> str:
-    name = path.lower()
-    for suffix in (*_CSV, *_PARQUET, *_ARROW):
-        if name.endswith(suffix):
-            return suffix
-    raise ValueError(f"source {path!r}: records must be CSV ({', '.join(_CSV)}), Parquet ({', '.join(_PARQUET)}) "
-                     f"or Arrow IPC ({', '.join(_ARROW)}) files")
-
-
-def _files(source) -> list[str]:
-    """The files of a path, a glob or a list of them; all of one format."""
-    items = [source] if isinstance(source, (str, pathlib.Path)) else list(source)
-    files: list[str] = []
-    for item in items:
-        item = str(item)
-        found = sorted(glob.glob(item)) if glob.has_magic(item) else [item]
-        if not found:
-            raise ValueError(f"source {item!r}: no file matches")
-        for path in found:
-            if not pathlib.Path(path).is_file():
-                raise ValueError(f"source {path!r}: no such file")
-        files += found
-    kinds = {_kind(_suffix(f)) for f in files}
-    if len(kinds) > 1:
-        raise ValueError(f"source: files of one format only, got {sorted(kinds)}")
-    return files
-
-
-def _kind(suffix: str) -> str:
-    return "csv" if suffix in _CSV else "parquet" if suffix in _PARQUET else "arrow"
-
-
-def csv_lines(path: str, blanks: bool = True, chunk: int = 1 << 24) -> tuple[int, int | None]:
-    """(records, blank lines) of a CSV file by its lines: every line after the header is one
-    record, an empty one ("\\n\\n", "\\n\\r\\n") a record with blank values, as pandas reads it
-    with ``skip_blank_lines=False``. CSV readers skip some blank lines; :func:`histogram` compares
-    these counts with the rows it read and counts each skipped line as a missing record.
-    ``blanks=False`` only counts the lines (a byte count, no numpy pass) and gives None for blanks."""
-    opener = gzip.open if path.endswith(".gz") else open
-    newlines, empty = 0, 0
-    carry, header, last = b"", True, b"\n"
-    with opener(path, "rb") as f:
-        while block := f.read(chunk):
-            if header:  # newlines before the header are not records, nor is the header
-                block = (carry + block).lstrip(b"\r\n")
-                end = block.find(b"\n")
-                if end < 0:
-                    carry = block
-                    continue
-                block, carry, header = block[end:], b"", False
-            newlines += block.count(b"\n")
-            if blanks:
-                a = np.frombuffer(carry + block, dtype=np.uint8)
-                lf = a == 10
-                pairs = np.flatnonzero(lf[:-1] & lf[1:])
-                triples = np.flatnonzero(lf[:-2] & (a[1:-1] == 13) & lf[2:])
-                # patterns that lie inside the carried bytes were counted with the previous block
-                empty += int((pairs >= len(carry) - 1).sum() + (triples >= len(carry) - 2).sum())
-                carry = block[-2:] if len(block) >= 2 else (carry + block)[-2:]
-            last = block[-1:]
-    if header:
-        return 0, 0 if blanks else None
-    # the header's newline is not a record's; a last line without a newline is one
-    return newlines - 1 + (last != b"\n"), empty if blanks else None
-
-
-def _is_sql(source) -> bool:
-    return isinstance(source, str) and source.lstrip()[:7].lower().startswith(("select ", "with ", "from ", "select\n", "(select"))
-
-
 def _engine_of(source, engine: str | None) -> str:
     if engine is not None:
         if engine not in ENGINES:
@@ -136,16 +57,19 @@ def _engine_of(source, engine: str | None) -> str:
     return "duckdb"
 
 
-def histogram(source, domain, *, outside: str = "error", engine: str | None = None, connection=None) -> HistogramResult:
+def histogram(source=None, domain=None, *, sql: str | None = None, outside: str = "error", engine: str | None = None,
+              connection=None) -> HistogramResult:
     """Count records over an explicit ``domain`` and account for every one of them.
 
     Parameters
     ----------
-    source : a CSV, Parquet or Arrow IPC file, a glob or a list of them; a pandas or Polars
-        DataFrame, a pyarrow Table or a dict of columns; a DuckDB relation or a SQL query (text
-        starting with SELECT, WITH or FROM, run on ``connection``); a Spark DataFrame.
+    source : a CSV, Parquet or Arrow IPC file, a glob or a list of them (a string is always a
+        path); a pandas or Polars DataFrame, a pyarrow Table or a dict of columns; a DuckDB
+        relation; a Spark DataFrame. None when ``sql`` is given.
     domain : an :class:`IntegerRange`, :class:`Bins` or :class:`Levels` axis, a list of them, or
         a :class:`Grid` (never read from the data).
+    sql : the text of a SQL query whose result holds the records, run on ``connection`` by the
+        DuckDB or Spark engine — the only way a query is run (instead of ``source``).
     outside : ``"error"`` refuses numbers outside the domain; ``"clamp"`` moves them to the
         nearest cell and reports how many. Missing, invalid and unknown values are always refused.
     engine : ``"duckdb"`` (default; a GROUP BY over the binned columns, out of core), ``"spark"``
@@ -157,18 +81,26 @@ def histogram(source, domain, *, outside: str = "error", engine: str | None = No
     -------
     HistogramResult
         The counts and the account of every record. :class:`RecordError` (no histogram) is
-        raised when a record cannot be counted, naming the column, how many and example values.
+        raised when a record cannot be counted, naming the column, how many and example values,
+        and when two columns share a name.
+
+    Missing values, the same rule for every source and engine: NULL (a missing value of the
+    source's own type), NaN (a float, or the text in any case), an empty or blank field and a
+    blank line of a CSV file are missing: refused, and counted as missing in the error. A
+    byte-order mark at the start of a CSV file is not part of the first column's name. Histogram
+    files follow the same rule (:func:`read_histogram`).
     """
+    if (source is None) == (sql is None):
+        raise TypeError("give the records as source= or a SQL query as sql=, exactly one of them")
+    if sql is not None:
+        source = SqlQuery(sql)
+    if domain is None:
+        raise TypeError("domain is required: the axes the records are counted over (never read from the data)")
     grid = as_grid(domain)
     if outside not in OUTSIDE:
         raise ValueError(f"outside must be one of {OUTSIDE}, got {outside!r}")
     engine = _engine_of(source, engine)
-    if engine == "duckdb":
-        from .engines import duckdb_groups as run
-    elif engine == "spark":
-        from .engines import spark_groups as run
-    else:
-        from .engines import memory_groups as run
+    run = {"duckdb": duckdb_groups, "spark": spark_groups, "memory": memory_groups}[engine]
     groups, examples = run(source, grid, connection)
     return _assemble(groups, examples, grid, outside, engine)
 

@@ -1,9 +1,12 @@
 """Pluggable mechanisms: the contract (:class:`Mechanism`, see :mod:`.base`), linear
 data-independent mechanisms (:class:`LinearMechanism`) and the built-in ones, registered by name in
-:data:`MECHANISMS` as they are defined (plug-ins through :data:`ENTRY_POINT_GROUP`)."""
+:data:`MECHANISMS` as they are defined — every library mechanism when this package is imported,
+plug-ins through :data:`ENTRY_POINT_GROUP`. Mechanisms that plan routes of other mechanisms
+(partition-then-transform, adaptive) use :mod:`blowfish_te.routes`, which sits below this package."""
 
 from __future__ import annotations
 
+from .adaptive import Adaptive
 from .auto import Auto
 from .base import (
     ENTRY_POINT_GROUP,
@@ -11,7 +14,6 @@ from .base import (
     LinearMechanism,
     Mechanism,
     NativeMechanism,
-    NativeRelease,
     get_mechanism,
     load_plugins,
     mechanism_class,
@@ -30,6 +32,7 @@ from .laplace import DirectLaplace, Identity
 from .matrix import MatrixMechanism, NonNegative
 from .optimized import Optimized
 from .ordered import Ordered, OrderedHierarchical, TunedOrderedHierarchical
+from .partition_then_transform import PartitionThenTransform
 from .privtree import PrivTree
 from .spatial import AGrid, UGrid, hilbert_order
 from .uniform import Uniform
@@ -50,7 +53,8 @@ __all__ = [
     "Optimized",
     "Auto",
     "NativeMechanism",
-    "NativeRelease",
+    "Adaptive",
+    "PartitionThenTransform",
     "Ordered",
     "OrderedHierarchical",
     "TunedOrderedHierarchical",

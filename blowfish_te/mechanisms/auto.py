@@ -3,9 +3,10 @@ the optimised one included when it fits a time budget."""
 
 from __future__ import annotations
 
+from .. import trees
 from .._validation import check_real
 from ..workloads import Workload, as_workload
-from .base import Mechanism, NativeMechanism, get_mechanism, mechanism_class
+from .base import Mechanism, get_mechanism, mechanism_class
 
 #: The library's data-independent strategies that ``Auto`` compares by default.
 DEFAULT_CANDIDATES = ("identity", "hb", "h2", "privelet", "greedyh", "ordered_hierarchical", "ordered_hierarchical_tuned")
@@ -26,6 +27,7 @@ class Auto(Mechanism):
     """
 
     name = "auto"
+    routes = ("choice",)
 
     def __init__(self, budget: float = 10.0, candidates: tuple[str, ...] = DEFAULT_CANDIDATES):
         self.budget = check_real(budget, "budget (seconds)", 0)
@@ -45,8 +47,7 @@ class Auto(Mechanism):
         within = f"<= budget {self.budget:g} s"
         for name in self.candidates:
             mech = get_mechanism(name)
-            tuned = isinstance(mech, NativeMechanism) and hasattr(mech, "predicted_seconds")
-            if tuned and policy is not None and policy.ndim == 1:  # a native mechanism that tunes its plan
+            if mech.tunes_plan and policy is not None and policy.ndim == 1:
                 seconds = mech.predicted_seconds(workload, policy)
                 if seconds > self.budget:
                     notes.append(f"{name} skipped (predicted {seconds:.2g} s > budget {self.budget:g} s)")
@@ -56,8 +57,7 @@ class Auto(Mechanism):
         optimizer = get_mechanism("optimized")
         exact = optimizer.predicted_seconds(workload, policy)
         transforms = 0.0
-        if policy is not None and not (policy.has_bottom and policy.num_edges == policy.size and policy.is_differential_privacy):
-            from .. import trees
+        if policy is not None and not policy.is_unbounded_dp:
 
             count = 1 if policy.is_forest else len(trees.candidates(policy))
             transforms = count * optimizer.predicted_transform_seconds(policy.size)

@@ -9,8 +9,11 @@ Three kinds, each with what it must (M) and may (m) implement:
 - :class:`LinearMechanism` — measure A x + Laplace noise, reconstruct linearly. M: ``name``,
   ``strategy``. m: ``reconstruct`` and ``reconstruction_frobenius_sq`` (default least squares).
   Gets the exact route and analytic errors for free.
-- :class:`~blowfish_te.mechanisms.NativeMechanism` — reads the policy itself. M: ``name``,
-  ``release_native``. m: ``expected_error_native``.
+- :class:`NativeMechanism` — reads the policy itself. M: ``name``, ``compute``.
+  m: ``check_policy``, ``expected_error_native``.
+
+Each kind declares the routes it gets (``routes``, see :mod:`blowfish_te.routes`) and answers in
+one shape, :class:`~blowfish_te.routes.Outcome` (:meth:`Mechanism.measure`).
 
 Parameters go in ``__init__`` under their own names (read back by :meth:`Mechanism.get_params`,
 which drives ``repr``) and are fixed afterwards. A module-level class that sets ``name`` joins
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,9 +38,10 @@ from .._cache import IdentityCache
 from .._validation import check_epsilon, check_histogram, check_real
 from ..noise import NUMPY_LAPLACE, RNGLike, add_laplace, check_rng
 from ..policies import Policy
-from ..sensitivity import sensitivity
-from ..transform import TransformedWorkload
-from ..workloads import MatrixWorkload, Workload, as_workload
+from ..routes import Outcome
+from ..sensitivity import check_compatible, sensitivity
+from ..strategies.base import integer_entries
+from ..workloads import Workload, as_workload
 
 #: Cache key standing for "no policy": sensitivity for unit changes.
 _UNIT_CHANGES = object()
@@ -76,21 +79,11 @@ def load_plugins(name: str | None = None) -> None:
         _register(cls)
 
 
-#: Library modules outside this package that define mechanisms (they build on ``release``, which
-#: imports this package); imported on the first lookup that misses.
-_ELSEWHERE = ("blowfish_te.composites", "blowfish_te.adaptive")
-
-
 def mechanism_class(name: str) -> type[Mechanism]:
-    """The class registered as ``name``, looking through the library's composite mechanisms and
-    then installed plug-ins on a miss."""
+    """The class registered as ``name`` (every library mechanism registers when this package is
+    imported), looking through installed plug-ins on a miss."""
     if not isinstance(name, str):
         raise TypeError(f"mechanism name must be a string, got {type(name).__name__}")
-    if name not in MECHANISMS:
-        import importlib
-
-        for module in _ELSEWHERE:
-            importlib.import_module(module)
     if name not in MECHANISMS:
         load_plugins(name)
     if name not in MECHANISMS:
@@ -144,6 +137,15 @@ class Mechanism(ABC):
     models_records: bool = False
     #: True for mechanisms that only run on a 2-D grid of counts (checked and audited on one).
     needs_grid: bool = False
+    #: The routes the planner gives this kind of mechanism (tags of :data:`blowfish_te.routes.ROUTE_CLASSES`):
+    #: any ε-DP algorithm runs on a tree transform.
+    routes: tuple[str, ...] = ("transform",)
+    #: True when :meth:`expected_error` is analytic (data-independent): the planner ranks routes and
+    #: trees by it.
+    analytic_error: bool = False
+    #: True for a mechanism that tunes its own plan and predicts the time that takes
+    #: (``predicted_seconds(workload, policy)``, a cost model of sizes, never a clock).
+    tunes_plan: bool = False
 
     def __init_subclass__(cls, register: bool = True, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -160,6 +162,17 @@ class Mechanism(ABC):
     @abstractmethod
     def run(self, workload: Workload, x: np.ndarray, epsilon: float, rng: RNGLike = None) -> np.ndarray:
         """Estimate ``workload @ x`` with ε-DP for unit-change neighbours of x."""
+
+    @staticmethod
+    def registry() -> dict[str, type[Mechanism]]:
+        """The registered mechanism classes by name (:data:`MECHANISMS`)."""
+        return MECHANISMS
+
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Outcome:
+        """:meth:`run` on validated arguments (a numpy Generator or SecureRandom ``gen``), as an
+        :class:`~blowfish_te.routes.Outcome`: what the routes execute. Mechanisms that know their
+        sensitivity and noise scale report them here."""
+        return Outcome(np.asarray(self.run(workload, x, epsilon, gen), dtype=np.float64))
 
     def total_source(self) -> str | None:
         """For mechanisms that use the record total: whether it was given as public or measured
@@ -216,20 +229,6 @@ class RecordTotal:
         return max(float(noisy), 1.0), epsilon - spent
 
 
-def integer_entries(strategy: Workload) -> bool:
-    """Whether every entry of A is an integer, read off its structure (never the data): binary
-    workloads, explicit matrices with integral entries, and W P_G of such a W (P_G has entries
-    0 and ±1). Then A x is an integer vector for every histogram x."""
-    if strategy.is_binary:
-        return True
-    if isinstance(strategy, MatrixWorkload):
-        data = strategy.matrix.data
-        return bool(np.array_equal(data, np.round(data)))
-    if isinstance(strategy, TransformedWorkload):
-        return integer_entries(strategy.base)
-    return False
-
-
 class LinearMechanism(Mechanism):
     """A data-independent linear mechanism: measure y = A x + Lap(Δ/ε)^p, answer ŷ = R y.
 
@@ -245,6 +244,9 @@ class LinearMechanism(Mechanism):
     :class:`blowfish_te.strategies.LeastSquares`), and the expected total squared error is exactly
     2 (Δ/ε)² ‖R‖_F² (the matrix mechanism's error).
     """
+
+    routes = ("exact", "transform")
+    analytic_error = True
 
     @abstractmethod
     def strategy(self, workload: Workload) -> Workload:
@@ -284,24 +286,24 @@ class LinearMechanism(Mechanism):
         return per_workload.get(_UNIT_CHANGES if policy is None else policy,
                                 lambda: self.strategy_sensitivity(strategy, policy))
 
-    def release(
-        self, workload, x, epsilon: float, rng: RNGLike = None, policy: Policy | None = None
-    ) -> tuple[np.ndarray, float]:
-        """Run the mechanism; return the answers and the sensitivity Δ the noise was calibrated to."""
-        return self._release(*self._checked(workload, x, epsilon, rng), policy)
+    def release(self, workload, x, epsilon: float, rng: RNGLike = None, policy: Policy | None = None) -> Outcome:
+        """Run the mechanism: the answers, the sensitivity Δ the noise was calibrated to (for unit
+        changes, or Δ_G under ``policy``) and the Laplace scale Δ/ε."""
+        return self.measure(*self._checked(workload, x, epsilon, rng), policy=policy)
 
-    def _release(self, workload: Workload, x: np.ndarray, epsilon: float, gen, policy: Policy | None) -> tuple[np.ndarray, float]:
-        """:meth:`release` on arguments already validated (the routes of :func:`blowfish_te.answer`)."""
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen, policy: Policy | None = None) -> Outcome:
+        """:meth:`release` on validated arguments (the routes of :func:`blowfish_te.answer`)."""
         strategy = self._strategy_for(workload, policy)
         delta = self._sensitivity(workload, strategy, policy)
         scale = delta / epsilon
         if not np.isfinite(scale):
             raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale Δ/ε = {delta}/{epsilon} overflows")
         y = add_laplace(strategy.matvec(x), scale, gen, sensitivity=delta, integer=integer_entries(strategy))
-        return np.asarray(self.reconstruct(workload, strategy, y), dtype=np.float64), delta
+        answers = np.asarray(self.reconstruct(workload, strategy, y), dtype=np.float64)
+        return Outcome(answers, sensitivity=delta, noise_scale=scale)
 
     def run(self, workload, x, epsilon, rng=None):
-        return self.release(workload, x, epsilon, rng)[0]
+        return self.release(workload, x, epsilon, rng).answers
 
     def expected_error(
         self, workload, epsilon: float, policy: Policy | None = None, sensitivity: float | None = None
@@ -321,30 +323,33 @@ class LinearMechanism(Mechanism):
         return 2.0 * scale * scale * frobenius
 
 
-@dataclass(frozen=True)
-class NativeRelease:
-    """What a native mechanism returns: answers, the sensitivities and noise scales it used, the
-    totals it treated as public, and ``notes`` on choices it made while releasing (they join the
-    release's ``choice``)."""
-
-    answers: np.ndarray
-    sensitivity: dict = field(default_factory=dict)
-    noise_scale: dict = field(default_factory=dict)
-    component_totals: dict = field(default_factory=dict)
-    notes: str = ""
-
-
 class NativeMechanism(Mechanism):
     """A mechanism designed for a family of policies: it reads the policy and calibrates every noise
     scale to a sensitivity computed from the policy's edges. :func:`blowfish_te.answer` runs it on
-    (W, x, policy) directly (route ``"native"``); it has no unit-change form."""
+    (W, x, policy) directly (route ``"native"``); it has no unit-change form.
+
+    Validation and computation are split, as for :class:`LinearMechanism`: :meth:`check_policy`
+    refuses policies the mechanism does not serve (at planning time, before any data is read),
+    :meth:`compute` releases on validated arguments, and :meth:`release_native` does both."""
+
+    routes = ("native",)
 
     def run(self, workload, x, epsilon, rng=None):
         raise TypeError(f"mechanism {self.name!r} needs the policy: use answer(workload, x, policy, ...)")
 
+    def check_policy(self, workload: Workload, policy: Policy) -> None:
+        """Raise ValueError when the mechanism does not serve ``workload`` under ``policy``."""
+
     @abstractmethod
-    def release_native(self, workload, x, policy: Policy, epsilon: float, rng: RNGLike = None) -> NativeRelease:
-        """Answer the workload with (ε, policy)-Blowfish privacy."""
+    def compute(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen) -> Outcome:
+        """Answer the workload with (ε, policy)-Blowfish privacy, on validated arguments."""
+
+    def release_native(self, workload, x, policy: Policy, epsilon: float, rng: RNGLike = None) -> Outcome:
+        """:meth:`compute` after validating every argument."""
+        workload = as_workload(workload)
+        check_compatible(workload, policy)
+        self.check_policy(workload, policy)
+        return self.compute(workload, check_histogram(x, policy.shape), policy, check_epsilon(epsilon), check_rng(rng))
 
     def expected_error_native(self, workload, epsilon: float, policy: Policy) -> float | None:
         """Expected total squared error, when data-independent; else None."""

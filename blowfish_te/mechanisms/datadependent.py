@@ -108,7 +108,7 @@ class DAWA(Mechanism):
         Identity on them in 1-D, less than :data:`GRID_HISTOGRAM_GAIN` times on a grid —,
         ``"ranges"`` (:func:`blowfish_te.selection.choose_for_ranges`) for the other workloads on
         a grid, None for 1-D range workloads (no check: the partition's share is small there, and
-        today's split never loses much; :class:`~blowfish_te.adaptive.Adaptive` still compares)."""
+        today's split never loses much; :class:`~blowfish_te.mechanisms.Adaptive` still compares)."""
         gain = self._gain(workload)
         if len(workload.domain) == 1:
             return "histogram" if gain < SELECTION_GAIN else None

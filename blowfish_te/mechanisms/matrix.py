@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import lsq_linear
 
 from ..strategies import GeneralStrategy, LeastSquares
 from ..workloads import Workload, as_workload
@@ -60,6 +59,8 @@ class NonNegative(LinearMechanism):
         return self.mechanism.policy_strategy(workload, policy)
 
     def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
+        from scipy.optimize import lsq_linear  # heavy: loaded on first use
+
         solution = lsq_linear(strategy, y, bounds=(0, np.inf), lsq_solver="lsmr", lsmr_tol="auto")
         return workload.matvec(solution.x)
 

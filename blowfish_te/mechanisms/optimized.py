@@ -96,7 +96,7 @@ class Optimized(LinearMechanism):
         """Whether the exact route optimises against the policy (else it measures the unit-change
         strategy): not for unbounded DP, where Δ = 1 already, nor beyond MAX_EDGE_ENTRIES."""
         rows = self.p or default_rows(max(policy.shape))
-        only_bottom = policy.has_bottom and policy.num_edges == policy.size and policy.is_differential_privacy
+        only_bottom = policy.is_unbounded_dp
         return not only_bottom and 0 < policy.num_edges * rows <= MAX_EDGE_ENTRIES
 
     def strategy(self, workload: Workload):

@@ -11,20 +11,21 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from .._cache import IdentityCache
 from .._grid import ceil_log
-from .._validation import check_epsilon, check_histogram, check_int, check_real
-from ..noise import add_laplace, check_rng
+from .._validation import check_epsilon, check_int, check_real
+from ..noise import add_laplace
 from ..policies import PairEdges, Policy, line
 from ..policies import from_edges as policies_from_edges
+from ..routes import Outcome
 from ..sensitivity import check_compatible, sensitivity
 from ..strategies import GeneralStrategy, Hierarchy
+from ..strategies.base import integer_entries
 from ..transform import transform
 from ..trees import edge_span
 from ..workloads import Boxes, RampedPrefixes, Stacked, Workload, as_workload
-from .base import NativeMechanism, NativeRelease, integer_entries
+from .base import NativeMechanism
 
 
 def _public_total(policy: Policy) -> bool:
@@ -89,32 +90,31 @@ class Ordered(NativeMechanism):
         k = policy.size
         return _prefixes(k, np.arange(k - 1 if _public_total(policy) else k))
 
-    def release_native(self, workload, x, policy, epsilon, rng=None) -> NativeRelease:
-        workload = as_workload(workload)
+    def check_policy(self, workload, policy) -> None:
         _check_ordered(policy, workload, self.name)
-        x = check_histogram(x, policy.shape)
-        epsilon = check_epsilon(epsilon)
+
+    def compute(self, workload, x, policy, epsilon, gen) -> Outcome:
         k = policy.size
         public = _public_total(policy)
         if k == 1 and public:  # one cell, no ⊥: its count is the public total
-            return NativeRelease(np.asarray(workload.matvec(x), dtype=np.float64), component_totals={0: int(x[0])})
+            return Outcome(np.asarray(workload.matvec(x), dtype=np.float64), component_totals={0: int(x[0])}, sensitivity=0.0,
+                           noise_scale=0.0)
         counts = self._strategy(policy)
         delta = sensitivity(counts, policy)
         scale = delta / epsilon
         if not np.isfinite(scale):
             raise ValueError(f"epsilon={epsilon!r} is too small: the noise scale overflows")
         # prefix counts of a histogram: integers for every x, L1 sensitivity Δ_G under the policy
-        noisy = add_laplace(counts.matvec(x), scale, check_rng(rng), sensitivity=delta, integer=True)
+        noisy = add_laplace(counts.matvec(x), scale, gen, sensitivity=delta, integer=True)
         total = float(x.sum()) if public else float(noisy[-1])
         cumulative = noisy[: k - 1]
         if self.constrained:
+            from scipy.optimize import isotonic_regression  # heavy: loaded on first use
+
             cumulative = np.clip(isotonic_regression(cumulative, increasing=True).x, 0.0, max(total, 0.0))
         estimate = np.diff(np.concatenate([[0.0], cumulative, [total]]))
         totals = {k - 1: int(x.sum())} if public else {}
-        return NativeRelease(
-            np.asarray(workload.matvec(estimate), dtype=np.float64),
-            sensitivity={"cumulative": delta}, noise_scale={"cumulative": scale}, component_totals=totals,
-        )
+        return Outcome(np.asarray(workload.matvec(estimate), dtype=np.float64), totals, delta, scale)
 
     def expected_error_native(self, workload, epsilon, policy) -> float | None:
         """2 (Δ/ε)² Σ_j ‖W (e_j - e_{j+1})‖² (+ ‖W e_{K-1}‖² when n is measured), unconstrained."""
@@ -303,29 +303,26 @@ class OrderedHierarchical(NativeMechanism):
             tree = transform(_line_to_bottom(k))
         return GeneralStrategy(tree.workload(weighted)), tree
 
-    def release_native(self, workload, x, policy, epsilon, rng=None) -> NativeRelease:
-        workload = as_workload(workload)
+    def check_policy(self, workload, policy) -> None:
         _check_ordered(policy, workload, self.name)
-        x = check_histogram(x, policy.shape)
-        epsilon = check_epsilon(epsilon)
+
+    def compute(self, workload, x, policy, epsilon, gen) -> Outcome:
         groups, weighted = self._plan(policy, epsilon, *self._settings(workload, policy))
         if weighted is None:  # a single cell with a public total: nothing to measure
-            return NativeRelease(np.asarray(workload.matvec(x), dtype=np.float64), component_totals={0: int(x[0])})
+            return Outcome(np.asarray(workload.matvec(x), dtype=np.float64), component_totals={0: int(x[0])}, sensitivity=0.0,
+                           noise_scale=0.0)
         # unit scale after weighting: the rows of group g carry w_g = 1/scale_g = ε_g/Δ_g, so the weighted
         # vector's L1 sensitivity under the policy is at most Σ_g w_g·Δ_g = ε_S + ε_H (groups with Δ_g = 0
         # add nothing), and Laplace(1) on it is (ε_S + ε_H, G)-Blowfish — the lattice's calibration
-        y = add_laplace(weighted.matvec(x), 1.0, check_rng(rng), sensitivity=_weighted_sensitivity(groups),
+        y = add_laplace(weighted.matvec(x), 1.0, gen, sensitivity=_weighted_sensitivity(groups),
                         integer=integer_entries(weighted))  # integer only when every weight is 1
         solver, tree = self._solver(policy, weighted)
         totals_arr = tree.totals(x)
         estimate = tree.reconstruct(solver.pinv(y - tree.offset(weighted, totals_arr)), totals_arr)
         totals = dict(zip(tree.roots.tolist(), totals_arr.tolist()))
-        return NativeRelease(
-            np.asarray(workload.matvec(estimate), dtype=np.float64),
-            sensitivity={label: delta for label, _, delta, _ in groups},
-            noise_scale={label: scale for label, _, _, scale in groups},
-            component_totals=totals,
-        )
+        # the largest sensitivity and scale over the groups (each group's own are in the plan)
+        return Outcome(np.asarray(workload.matvec(estimate), dtype=np.float64), totals,
+                       max(delta for _, _, delta, _ in groups), max(scale for _, _, _, scale in groups))
 
     def expected_error_native(self, workload, epsilon, policy) -> float:
         """2 ‖W A_w⁺‖_F² for the noise-weighted strategy A_w (unit Laplace scale), exact.
@@ -419,6 +416,7 @@ class TunedOrderedHierarchical(OrderedHierarchical):
     """
 
     name = "ordered_hierarchical_tuned"
+    tunes_plan = True
 
     def __init__(self, fanout: int = 16):
         super().__init__(fanout)

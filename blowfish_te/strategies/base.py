@@ -80,3 +80,17 @@ class LeastSquares:
             for _, unit in unit_blocks(p, CHUNK_ENTRIES // max(k + m, 1)):
                 total += float((np.asarray(workload.matmat(self._pinv_matmat(unit)), dtype=np.float64) ** 2).sum())
         return total
+
+
+def integer_entries(strategy: Workload) -> bool:
+    """Whether every entry of A is an integer, read off its structure (never the data): binary
+    workloads, explicit matrices with integral entries, and W P_G of such a W (P_G has entries
+    0 and ±1). Then A x is an integer vector for every histogram x."""
+    if strategy.is_binary:
+        return True
+    if isinstance(strategy, MatrixWorkload):
+        data = strategy.matrix.data
+        return bool(np.array_equal(data, np.round(data)))
+    if isinstance(strategy, TransformedWorkload):
+        return integer_entries(strategy.base)
+    return False

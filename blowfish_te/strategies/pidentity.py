@@ -21,7 +21,6 @@ minimises L(Θ)·Δ̃^power, Δ̃ = (Σ_e Δ_uv^q)^{1/q} a smooth upper bound on
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import Bounds, minimize
 
 from .._validation import check_int, check_real_array
 from ..noise import RNGLike, check_rng
@@ -168,6 +167,8 @@ def optimize_pidentity(
         start = check_real_array(start, "start", ndim=2, minimum=0)
         if start.shape != (p, k):
             raise ValueError(f"start must have shape ({p}, {k}) (p × K), got {start.shape}")
+    from scipy.optimize import Bounds, minimize  # heavy: only when optimising
+
     best, best_loss = None, np.inf
     for attempt in range(restarts):
         initial = start.reshape(-1) if attempt == 0 and start is not None else gen.random(p * k)

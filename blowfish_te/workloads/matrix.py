@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.spatial.distance import cdist
 
 from .._validation import as_array, check_index_array
 from .base import CHUNK_ENTRIES, MAX_DENSE_ENTRIES, Workload, as_block, check_norm
@@ -118,5 +117,7 @@ class MatrixWorkload(Workload):
         if dense_t is None:
             return super().column_diameter(cells)
         for start in range(0, cells.size, step):
+            from scipy.spatial.distance import cdist  # heavy: only for dense matrices
+
             best = max(best, float(cdist(dense_t[start : start + step], dense_t, "cityblock").max()))
         return best

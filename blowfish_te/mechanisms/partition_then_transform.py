@@ -1,5 +1,5 @@
-"""Composite mechanisms: algorithms that release through :func:`blowfish_te.answer` themselves, a
-layer above :mod:`blowfish_te.release`.
+"""Partition-then-transform: a mechanism that plans and executes routes of other mechanisms
+itself (:func:`blowfish_te.routes.plan_routes`).
 
 Partition-then-transform (Anuarbek, data-dependent Blowfish histograms) is a data-dependent Blowfish
 histogram algorithm that works under any policy, cyclic ones included."""
@@ -8,34 +8,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cache import IdentityCache
-from ._validation import check_epsilon, check_histogram, check_real
-from .mechanisms import (
-    HB,
-    Identity,
-    LinearMechanism,
-    Mechanism,
-    NativeMechanism,
-    NativeRelease,
-    Privelet,
-    get_mechanism,
-)
-from .mechanisms.datadependent import SELECTION_GAIN
-from .mechanisms.plain import aggregation_gain
-from .mechanisms.spatial import hilbert_order
-from .noise import RNGLike, check_rng
-from .partitions import (
+from .._cache import IdentityCache
+from .._validation import check_real
+from ..partitions import (
     dawa_partition,
     matching_partition,
     noisy_pairing_partition,
     quotient_policy,
 )
-from .policies import Policy
-from .release import answer, plan
-from .selection import choose
-from .sensitivity import check_compatible
-from .smoothing import MAX_SMOOTHING, CellNoise, smooth
-from .workloads import BucketWorkload, Workload, as_workload, evenly_spaced_queries, identity
+from ..policies import Policy
+from ..routes import Outcome, plan_routes
+from ..selection import choose
+from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
+from ..workloads import BucketWorkload, Workload, evenly_spaced_queries, identity
+from .base import LinearMechanism, Mechanism, NativeMechanism, get_mechanism
+from .datadependent import SELECTION_GAIN
+from .hierarchical import HB, Privelet
+from .laplace import Identity
+from .plain import aggregation_gain
+from .spatial import hilbert_order
 
 PARTITIONS = ("dawa", "matching", "noisy_pairing")
 #: Linear strategies for the bucket totals, compared by analytic error under the quotient policy.
@@ -131,12 +122,13 @@ class PartitionThenTransform(NativeMechanism):
         gain = self._cache("aggregation gain").get(workload, lambda: aggregation_gain(workload))
         return gain < SELECTION_GAIN
 
-    def release_native(self, workload, x, policy: Policy, epsilon: float, rng: RNGLike = None) -> NativeRelease:
-        workload = as_workload(workload)
-        check_compatible(workload, policy)
-        x = check_histogram(x, policy.shape)
-        epsilon = check_epsilon(epsilon)
-        gen = check_rng(rng)
+    def check_policy(self, workload: Workload, policy: Policy) -> None:
+        """A given estimator must serve the policy itself (the bucket policy of a coarse partition
+        can look like DP when the policy is not), so its refusals are checked here."""
+        if self.estimator is not None:
+            plan_routes(workload, policy, 1.0, self.estimator)
+
+    def compute(self, workload, x, policy, epsilon, gen) -> Outcome:
         eps1 = self.split(workload, policy) * epsilon
         if self.selects(workload, policy):
             decision = choose(x, epsilon, gen, total=public_total(policy, x), record_moves=2)
@@ -153,12 +145,12 @@ class PartitionThenTransform(NativeMechanism):
 
     def _plain_plan(self, workload: Workload, policy: Policy):
         if self.estimator is not None:
-            return self.estimator, plan(workload, policy, 1.0, self.estimator).chosen
+            return self.estimator, plan_routes(workload, policy, 1.0, self.estimator).chosen
         # depends on (W, G) only: planned once
         return self._cache("plan").get(workload, IdentityCache).get(policy, lambda: best_plan(workload, policy))
 
     def partitioned(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, eps1: float, gen,
-                    notes: str) -> NativeRelease:
+                    notes: str) -> Outcome:
         """The partition at ``eps1`` (none when 0) and the bucket totals at ``epsilon`` - ``eps1``, on
         validated arguments; ``notes`` join the release's choice."""
         eps2 = epsilon - eps1
@@ -171,20 +163,13 @@ class PartitionThenTransform(NativeMechanism):
             labels, reduced, quotient, totals = np.arange(x.size), workload, policy, x
             estimator, chosen = (self.estimator, None) if self.estimator is not None else self._plain_plan(workload, policy)
         if chosen is None:
-            inner = answer(reduced, totals, quotient, eps2, estimator, rng=gen)
+            inner = plan_routes(reduced, quotient, eps2, estimator).execute(totals, gen)
         else:
-            tree = chosen.tree if chosen.route == "transform" and chosen.tree is not quotient else None
-            inner = answer(reduced, totals, quotient, eps2, estimator, rng=gen, route=chosen.route, tree=tree)
+            inner = plan_routes(reduced, quotient, eps2, estimator, *_route_of(chosen, quotient)).execute(totals, gen)
         last_cell = np.zeros(quotient.size, dtype=np.int64)
         np.maximum.at(last_cell, labels, np.arange(labels.size))
         disclosed = {int(last_cell[b]): total for b, total in inner.component_totals.items()}
-        return NativeRelease(
-            np.asarray(inner.answers, dtype=np.float64),
-            sensitivity={"buckets": inner.sensitivity},
-            noise_scale={"buckets": inner.noise_scale},
-            component_totals=disclosed,
-            notes=notes,
-        )
+        return Outcome(inner.answers, disclosed, inner.sensitivity, inner.noise_scale, notes)
 
 
 def public_total(policy: Policy, x: np.ndarray) -> int | None:
@@ -205,7 +190,7 @@ def cell_noise(policy: Policy, chosen, scale: float) -> CellNoise | None:
     tree = chosen.tree
     if tree is None or tree.ndim != 1:
         return None
-    if tree.has_bottom and tree.num_edges == k and tree.is_differential_privacy:
+    if tree.is_unbounded_dp:
         return CellNoise("independent", variance, k)
     if not tree.has_bottom and tree.num_edges == k - 1 and k > 1:
         edges = tree.edges
@@ -214,18 +199,23 @@ def cell_noise(policy: Policy, chosen, scale: float) -> CellNoise | None:
     return None
 
 
+def _route_of(chosen, policy: Policy) -> tuple[str, Policy | None]:
+    """(route, tree) that plan ``chosen``'s way again (for another workload or ε) under ``policy``."""
+    tree = chosen.tree if chosen.route == "transform" and chosen.tree is not policy else None
+    return ("auto" if chosen.route == "native" else chosen.route), tree
+
+
 def plain_release(workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen, estimator: Mechanism,
-                  chosen, smoothed: bool, notes: str) -> NativeRelease:
+                  chosen, smoothed: bool, notes: str) -> Outcome:
     """``estimator`` along the route ``chosen`` (a candidate of :func:`blowfish_te.plan`) at
     ``epsilon``; when ``smoothed``, the estimator is Identity and its noise is one of
     :func:`cell_noise`'s models, the cells are released, smoothed (:func:`blowfish_te.smoothing.smooth`,
     along the Hilbert curve on a 2-D grid) and answer the workload — post-processing of the same
     release."""
-    tree = chosen.tree if chosen.route == "transform" and chosen.tree is not policy else None
-    route = "auto" if chosen.route == "native" else chosen.route
+    route, tree = _route_of(chosen, policy)
     cells = None
     if smoothed and isinstance(estimator, Identity) and policy.size <= MAX_SMOOTHING:
-        release = answer(identity(policy.shape), x, policy, epsilon, estimator, rng=gen, route=route, tree=tree)
+        release = plan_routes(identity(policy.shape), policy, epsilon, estimator, route, tree).execute(x, gen)
         noise = cell_noise(policy, chosen, release.noise_scale)
         if noise is not None:
             order = hilbert_order(policy.shape) if policy.ndim == 2 and noise.kind == "independent" else np.arange(policy.size)
@@ -237,10 +227,10 @@ def plain_release(workload: Workload, x: np.ndarray, policy: Policy, epsilon: fl
         if cells is None:
             answers = np.asarray(workload.matvec(np.asarray(release.answers)), dtype=np.float64)
     else:
-        release = answer(workload, x, policy, epsilon, estimator, rng=gen, route=route, tree=tree)
-        answers = np.asarray(release.answers, dtype=np.float64)
-    return NativeRelease(answers, sensitivity={"plain": release.sensitivity}, noise_scale={"plain": release.noise_scale},
-                         component_totals=dict(release.component_totals), notes=f"{notes}; ran {estimator.name} ({release.route})")
+        release = plan_routes(workload, policy, epsilon, estimator, route, tree).execute(x, gen)
+        answers = release.answers
+    return Outcome(answers, dict(release.component_totals), release.sensitivity, release.noise_scale,
+                   f"{notes}; ran {estimator.name} ({chosen.route})")
 
 
 def best_plan(workload: Workload, policy: Policy):
@@ -249,7 +239,7 @@ def best_plan(workload: Workload, policy: Policy):
     :data:`PROBE_QUERIES` evenly spaced queries (ε does not change the order)."""
     probe = evenly_spaced_queries(workload, PROBE_QUERIES)
     mechanisms = [get_mechanism(cls.name) for cls in BUCKET_STRATEGIES]  # shared: their caches persist
-    options = [(mechanism, plan(probe, policy, 1.0, mechanism).chosen) for mechanism in mechanisms]
+    options = [(mechanism, plan_routes(probe, policy, 1.0, mechanism).chosen) for mechanism in mechanisms]
     return min(options, key=lambda option: np.inf if option[1].expected_mse is None else option[1].expected_mse)
 
 

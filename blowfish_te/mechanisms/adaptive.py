@@ -7,16 +7,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from ._validation import check_epsilon, check_histogram, check_real
-from .composites import PartitionThenTransform, plain_release, public_total
-from .mechanisms import DAWA, Auto, Identity, Mechanism, NativeMechanism, NativeRelease, get_mechanism
-from .mechanisms.datadependent import RANGES_EXCESS, RANGES_FIT
-from .noise import RNGLike, check_rng
-from .policies import Policy
-from .release import plan
-from .selection import HISTOGRAMS, RANGES, choose, choose_for_ranges
-from .sensitivity import check_compatible
-from .workloads import Workload, as_workload
+from .._validation import check_real
+from ..policies import Policy
+from ..routes import Outcome, plan_routes
+from ..selection import HISTOGRAMS, RANGES, choose, choose_for_ranges
+from ..workloads import Workload
+from .auto import Auto
+from .base import Mechanism, NativeMechanism, get_mechanism
+from .datadependent import DAWA, RANGES_EXCESS, RANGES_FIT
+from .laplace import Identity
+from .partition_then_transform import PartitionThenTransform, plain_release, public_total
 
 
 class Adaptive(NativeMechanism):
@@ -61,20 +61,14 @@ class Adaptive(NativeMechanism):
         cache = self.__dict__.setdefault("_members", {})
         if not cache:
             cache.update(dawa=DAWA(select=False), ptt=PartitionThenTransform(select=False), auto=Auto(budget=self.budget))
-        unbounded_dp = policy.has_bottom and policy.is_differential_privacy and policy.ndim <= 2
-        return (cache["dawa"] if unbounded_dp else cache["ptt"]), cache["auto"]
+        return (cache["dawa"] if policy.is_unbounded_dp and policy.ndim <= 2 else cache["ptt"]), cache["auto"]
 
     def _partitions(self, dependent: Mechanism, workload: Workload, policy: Policy) -> bool:
         if isinstance(dependent, DAWA):
             return True
         return dependent.split(workload, policy) > 0
 
-    def release_native(self, workload, x, policy: Policy, epsilon: float, rng: RNGLike = None) -> NativeRelease:
-        workload = as_workload(workload)
-        check_compatible(workload, policy)
-        x = check_histogram(x, policy.shape)
-        epsilon = check_epsilon(epsilon)
-        gen = check_rng(rng)
+    def compute(self, workload, x, policy, epsilon, gen) -> Outcome:
         dependent = self.candidates(workload, policy)[0]
         if not self._partitions(dependent, workload, policy):
             notes = f"{self.name}: {dependent.name} would not partition {workload.name} under {policy.name}, so it is the plain release"
@@ -98,21 +92,20 @@ class Adaptive(NativeMechanism):
         if dawa:  # unbounded DP: the transform is the identity, DAWA runs on x itself
             ratio = dependent.split(workload)[0]
             answers = dependent.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen)
-            return NativeRelease(np.asarray(answers, dtype=np.float64), notes=f"{notes}; ran {dependent.name}")
+            return Outcome(np.asarray(answers, dtype=np.float64), notes=f"{notes}; ran {dependent.name}")
         inner = dependent.partitioned(workload, x, policy, rest, dependent.split(workload, policy) * rest, gen, notes)
-        return NativeRelease(inner.answers, inner.sensitivity, inner.noise_scale, inner.component_totals,
-                             f"{notes}; ran {dependent.name}")
+        return replace(inner, notes=f"{notes}; ran {dependent.name}")
 
     def _plain(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, rest: float, gen, smoothed: bool,
                notes: str):
         """The data-independent candidate at ``rest``: planned at the release's ``epsilon`` (once per
         workload, policy and ε: every analytic error scales as 1/ε², so the ranking holds at any ε)."""
-        chosen = plan(workload, policy, epsilon, self.candidates(workload, policy)[1]).chosen
+        chosen = plan_routes(workload, policy, epsilon, self.candidates(workload, policy)[1]).chosen
         if smoothed and not isinstance(chosen.mechanism, Identity):
             # Laplace on the cells when it is as good (ties: e.g. Ordered under line for a
             # histogram), since only its release can be smoothed
-            cells = plan(workload, policy, epsilon, get_mechanism("identity")).chosen
+            cells = plan_routes(workload, policy, epsilon, get_mechanism("identity")).chosen
             if cells.expected_mse is not None and chosen.expected_mse is not None and \
                     cells.expected_mse <= chosen.expected_mse * (1 + 1e-9):
-                chosen = replace(cells, mechanism=get_mechanism("identity"))
+                chosen = cells
         return plain_release(workload, x, policy, rest, gen, chosen.mechanism, chosen, smoothed, notes)

@@ -1,0 +1,158 @@
+"""Where records come from: the errors about them, file paths and their formats, CSV headers and
+lines, and SQL queries — which are only ever given explicitly (:class:`SqlQuery`), never guessed
+from a string: a path is always a path."""
+
+from __future__ import annotations
+
+import csv
+import glob
+import gzip
+import pathlib
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import BlowfishError
+
+__all__ = ["RecordError", "SqlQuery", "check_unique_columns", "csv_header", "csv_lines", "files_of", "kind", "read_histogram",
+           "suffix"]
+
+_CSV = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
+_PARQUET = (".parquet", ".pq")
+_ARROW = (".arrow", ".feather", ".ipc")
+
+
+class RecordError(BlowfishError, ValueError):
+    """Records that cannot be counted: no histogram is built. The message depends on the data
+    without noise (counts and example values): it is for the data owner, never for release."""
+
+
+@dataclass(frozen=True)
+class SqlQuery:
+    """A SQL query whose result holds the records (run by DuckDB or Spark on the connection)."""
+
+    text: str
+
+    def __post_init__(self):
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise TypeError(f"sql must be the text of a query, got {self.text!r}")
+
+
+def suffix(path: str) -> str:
+    name = path.lower()
+    for suffix in (*_CSV, *_PARQUET, *_ARROW):
+        if name.endswith(suffix):
+            return suffix
+    raise ValueError(f"source {path!r}: records must be CSV ({', '.join(_CSV)}), Parquet ({', '.join(_PARQUET)}) "
+                     f"or Arrow IPC ({', '.join(_ARROW)}) files")
+
+
+def files_of(source) -> list[str]:
+    """The files of a path, a glob or a list of them; all of one format."""
+    items = [source] if isinstance(source, (str, pathlib.Path)) else list(source)
+    files: list[str] = []
+    for item in items:
+        item = str(item)
+        found = sorted(glob.glob(item)) if glob.has_magic(item) else [item]
+        if not found:
+            raise ValueError(f"source {item!r}: no file matches")
+        for path in found:
+            if not pathlib.Path(path).is_file():
+                raise ValueError(f"source {path!r}: no such file")
+        files += found
+    kinds = {kind(suffix(f)) for f in files}
+    if len(kinds) > 1:
+        raise ValueError(f"source: files of one format only, got {sorted(kinds)}")
+    return files
+
+
+def kind(suffix: str) -> str:
+    return "csv" if suffix in _CSV else "parquet" if suffix in _PARQUET else "arrow"
+
+
+def csv_lines(path: str, blanks: bool = True, chunk: int = 1 << 24) -> tuple[int, int | None]:
+    """(records, blank lines) of a CSV file by its lines: every line after the header is one
+    record, an empty one ("\\n\\n", "\\n\\r\\n") a record with blank values, as pandas reads it
+    with ``skip_blank_lines=False``. CSV readers skip some blank lines; :func:`histogram` compares
+    these counts with the rows it read and counts each skipped line as a missing record.
+    ``blanks=False`` only counts the lines (a byte count, no numpy pass) and gives None for blanks."""
+    opener = gzip.open if path.endswith(".gz") else open
+    newlines, empty = 0, 0
+    carry, header, last = b"", True, b"\n"
+    with opener(path, "rb") as f:
+        while block := f.read(chunk):
+            if header:  # newlines before the header are not records, nor is the header
+                block = (carry + block).lstrip(b"\r\n")
+                end = block.find(b"\n")
+                if end < 0:
+                    carry = block
+                    continue
+                block, carry, header = block[end:], b"", False
+            newlines += block.count(b"\n")
+            if blanks:
+                a = np.frombuffer(carry + block, dtype=np.uint8)
+                lf = a == 10
+                pairs = np.flatnonzero(lf[:-1] & lf[1:])
+                triples = np.flatnonzero(lf[:-2] & (a[1:-1] == 13) & lf[2:])
+                # patterns that lie inside the carried bytes were counted with the previous block
+                empty += int((pairs >= len(carry) - 1).sum() + (triples >= len(carry) - 2).sum())
+                carry = block[-2:] if len(block) >= 2 else (carry + block)[-2:]
+            last = block[-1:]
+    if header:
+        return 0, 0 if blanks else None
+    # the header's newline is not a record's; a last line without a newline is one
+    return newlines - 1 + (last != b"\n"), empty if blanks else None
+
+
+def check_unique_columns(columns, where: str) -> None:
+    """Refuse a source with two columns of one name: which one a reader keeps (or renames) differs
+    between engines, so the count could silently come from the wrong column."""
+    repeated = sorted(name for name, n in Counter(map(str, columns)).items() if n > 1)
+    if repeated:
+        raise RecordError(f"{where}: the column name(s) {', '.join(map(repr, repeated))} appear more than once; "
+                          "rename the columns so that each name is unique")
+
+
+def csv_header(path: str) -> list[str]:
+    """The column names on the first line of a CSV or TSV file (the byte-order mark removed)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
+        return next(csv.reader(f, delimiter="\t" if ".tsv" in path.lower() else ","), [])
+
+
+#: Field texts that mean "no value", as in the records' rule: an empty field and NaN (any case).
+MISSING_TEXTS = ("", "nan", "-nan")
+
+
+def read_histogram(path) -> np.ndarray:
+    """The counts of a histogram file: ``.npy``, or ``.csv`` with one row of cells per line.
+
+    The rule for missing values is the records' (see :func:`blowfish_te.io.histogram`): a blank
+    line, an empty field or NaN is a missing count and refused with its line number (a
+    histogram with a cell missing cannot be released); a byte-order mark at the start of the file
+    is removed. Counts are validated as histograms where they are used."""
+    path = pathlib.Path(path)
+    if path.suffix == ".npy":
+        return np.load(path, allow_pickle=False)
+    if path.suffix != ".csv":
+        raise ValueError(f"{path}: a histogram must be a .npy or .csv file; for a file of records pass --column")
+    rows = []
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        for number, fields in enumerate(csv.reader(f), start=1):
+            texts = [field.strip() for field in fields]
+            missing = [i for i, text in enumerate(texts) if text.lower() in MISSING_TEXTS] if texts else [0]
+            if missing:
+                what = "is blank" if not texts else f"has a missing count in field {missing[0] + 1} ({fields[missing[0]]!r})"
+                raise RecordError(f"{path}: line {number} {what}; a histogram CSV holds one count per field, "
+                                  "one row of cells per line")
+            try:
+                rows.append([float(text) for text in texts])
+            except ValueError:
+                raise RecordError(f"{path}: line {number} holds a field that is not a number: {fields}") from None
+    if not rows:
+        raise RecordError(f"{path}: no counts (an empty histogram file)")
+    if len({len(row) for row in rows}) > 1:
+        raise RecordError(f"{path}: the lines hold different numbers of fields {sorted({len(r) for r in rows})}")
+    values = np.array(rows, dtype=np.float64)
+    return values[:, 0] if values.shape[1] == 1 else (values[0] if values.shape[0] == 1 else values)

@@ -1,0 +1,489 @@
+"""Routes: the ways a mechanism answers a workload under a policy, their one result shape
+(:class:`Outcome`), the planner that lists and ranks them (:func:`plan_routes`), :class:`Plan`
+and :class:`Release`.
+
+Routes (Haney, Machanavajjhala, Ding, PVLDB 2015; He, Machanavajjhala, Ding, SIGMOD 2014):
+
+- ``"transform"`` (:class:`TransformRoute`): run the mechanism on (W_T, x_T) of the exact
+  transform of a forest T — the policy itself when it is a forest, else a spanning tree with
+  maximum stretch ℓ, at ε/ℓ. Any ε-DP mechanism becomes (ε, G)-Blowfish this way, data-dependent
+  ones included.
+- ``"exact"`` (:class:`ExactRoute`): a linear data-independent mechanism with Laplace noise
+  calibrated to Δ_G of its strategy, computed from the policy's edges; any policy.
+- ``"native"`` (:class:`NativeRoute`): a mechanism that reads the policy itself.
+- ``"choice"`` (:class:`ChoiceRoute`): the routes of the mechanisms a chooser (``auto``) compares.
+
+A mechanism class declares the routes it gets in its ``routes`` attribute (a tag, as
+scikit-learn's); each route class lists its own candidates for a request and executes one with
+``(x, rng)`` only. With route ``"auto"`` the candidate of lowest analytic expected error is
+chosen. The choice depends only on the workload, policy, ε and mechanism — never on the data —
+so it costs no privacy. This module sits below the mechanisms: it knows them only through their
+tags and methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from . import trees as tree_lib
+from ._cache import IdentityCache
+from ._validation import check_histogram
+from .forest import CyclicPolicyError
+from .noise import RNGLike, check_rng
+from .policies import Policy
+from .secure import SecureRandom
+from .strategies.base import sparse_rows
+from .transform import transform
+from .workloads import Workload
+
+__all__ = ["ROUTES", "Candidate", "ChoiceRoute", "ExactRoute", "NativeRoute", "Outcome", "Plan", "Release",
+           "Request", "TransformRoute", "plan_routes"]
+
+#: The routes a caller may request.
+ROUTES = ("auto", "transform", "exact")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a mechanism or a route returns: the answers, the component totals disclosed exactly,
+    the L1 sensitivity Δ of what was measured and the Laplace scale drawn (the largest over the
+    stages of a multi-stage mechanism; None where not reported), notes on choices made while
+    releasing, and for releases under public constraints their counts and the answers before
+    constrained inference."""
+
+    answers: np.ndarray
+    component_totals: dict = field(default_factory=dict)
+    sensitivity: float | None = None
+    noise_scale: float | None = None
+    notes: str = ""
+    public_counts: dict | None = None
+    unconstrained_answers: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the caller asked for: the workload, policy, ε, mechanism, requested route and forest
+    (a resolved forest policy, or None)."""
+
+    workload: Workload
+    policy: Policy
+    epsilon: float
+    mechanism: object
+    route: str = "auto"
+    tree: Policy | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A way to answer — a route — with the forest of the transform route, its stretch ℓ and the
+    analytic expected per-query MSE (None for mechanisms without one). It holds what it runs
+    (mechanism, workload, policy, ε), so :meth:`execute` needs only the data and a generator."""
+
+    route: str = ""
+    tree: Policy | None = None
+    stretch: int | None = None
+    expected_mse: float | None = None
+    #: Set on a transform route skipped without computing its error: a lower bound on its
+    #: per-query MSE that already exceeded a candidate's error (see :func:`transform_floor`).
+    floor: float | None = None
+    mechanism: object = field(default=None, compare=False, repr=False)
+    workload: Workload | None = field(default=None, compare=False, repr=False)
+    policy: Policy | None = field(default=None, compare=False, repr=False)
+    epsilon: float | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def candidates(cls, request: Request, found: list[Candidate]) -> tuple[list[Candidate], str]:
+        """This route's candidates for ``request`` and why (none when the request excludes it);
+        ``found`` holds the candidates of the routes listed before. Raises ValueError when the
+        request asks for this route and it cannot serve it."""
+        raise NotImplementedError
+
+    @property
+    def label(self) -> str:
+        return self.route if self.tree is None else f"transform[{self.tree.name}, stretch {self.stretch}]"
+
+    @property
+    def outcome_text(self) -> str:
+        """The candidate's expected per-query MSE, 'n/a', or why it was skipped."""
+        if self.floor is not None:
+            return f"skipped (per-query MSE >= {self.floor:.6g})"
+        return "n/a" if self.expected_mse is None else format(self.expected_mse, ".6g")
+
+    def check(self, x: np.ndarray) -> None:
+        """Refuse a validated histogram this route cannot release (before any noise is drawn)."""
+
+    def execute(self, x: np.ndarray, gen) -> Outcome:
+        """Release the workload on the validated histogram ``x`` this way (spends ε once)."""
+        raise NotImplementedError
+
+
+def _per_query(total: float | None, workload: Workload) -> float | None:
+    return None if total is None else total / workload.num_queries
+
+
+def _analytic(compute) -> float | None:
+    """An expected error, or None when the mechanism cannot compute one for this size."""
+    try:
+        return compute()
+    except NotImplementedError:
+        return None
+
+
+@dataclass(frozen=True)
+class NativeRoute(Candidate):
+    """The mechanism reads the policy itself (a ``NativeMechanism``: tag ``"native"``)."""
+
+    route: str = "native"
+
+    @classmethod
+    def candidates(cls, request, found):
+        mech = request.mechanism
+        if request.tree is not None or request.route != "auto":
+            raise ValueError(f"mechanism {mech.name!r} is Blowfish-native: it picks its own measurements (route 'auto', no tree)")
+        mech.check_policy(request.workload, request.policy)
+        expected = mech.expected_error_native(request.workload, request.epsilon, request.policy)
+        return ([cls(expected_mse=_per_query(expected, request.workload), mechanism=mech, workload=request.workload,
+                     policy=request.policy, epsilon=request.epsilon)],
+                f"{mech.name} is a Blowfish-native mechanism for this policy")
+
+    def execute(self, x, gen):
+        return self.mechanism.compute(self.workload, x, self.policy, self.epsilon, gen)
+
+
+@dataclass(frozen=True)
+class ExactRoute(Candidate):
+    """A linear mechanism with Laplace noise calibrated to Δ_G of its strategy (tag ``"exact"``)."""
+
+    route: str = "exact"
+
+    @classmethod
+    def candidates(cls, request, found):
+        if request.tree is not None:
+            if request.route == "exact":
+                raise ValueError("tree= applies to the transform route, not to route='exact'")
+            return [], ""
+        if request.route == "transform":
+            return [], ""
+        mech, workload, policy, epsilon = request.mechanism, request.workload, request.policy, request.epsilon
+        expected = _analytic(lambda: mech.expected_error(workload, epsilon, policy=policy))
+        if request.route == "exact":
+            reason = "route='exact' requested"
+        elif policy.is_unbounded_dp:
+            reason = "auto: under unbounded DP the transform is the identity, so both routes have this error; exact publishes no totals"
+        else:
+            reason = "auto: lowest analytic expected error"
+        return [cls(expected_mse=_per_query(expected, workload), mechanism=mech, workload=workload, policy=policy,
+                    epsilon=epsilon)], reason
+
+    def execute(self, x, gen):
+        outcome = self.mechanism.measure(self.workload, x, self.epsilon, gen, policy=self.policy)
+        if outcome.sensitivity == 0:  # the answers are exact functions of the component totals: say so
+            return replace(outcome, component_totals=policy_totals(self.policy, x))
+        return outcome
+
+
+def transform_floor(workload: Workload, tr, epsilon: float) -> float | None:
+    """A lower bound on the per-query MSE of every unbiased linear mechanism on (W_T, x_T) at ε/ℓ:
+    2 ℓ²/ε² · mean over queries of ‖w_{T,q}‖∞². For a strategy B with column L1 norms <= Δ and
+    a reconstruction R with R B = W_T, every w_{T,q,j} = b_jᵀ r_q, so |w_{T,q,j}| <= Δ ‖r_q‖₂ and
+    the query's variance 2 (Δ ℓ/ε)² ‖r_q‖₂² is at least 2 ℓ² ‖w_{T,q}‖∞²/ε². None when W_T has
+    no cheap sparse form."""
+    if tr.num_edges == 0:
+        return None
+    rows = sparse_rows(tr.workload(workload))
+    if rows is None:
+        return None
+    peaks = np.asarray(abs(rows).max(axis=1).todense(), dtype=np.float64).reshape(-1)
+    return 2.0 * (tr.stretch / epsilon) ** 2 * float(np.mean(peaks**2))
+
+
+@dataclass(frozen=True)
+class TransformRoute(Candidate):
+    """The mechanism on (W_T, x_T) of the transform of the forest ``tree`` at ε/ℓ, plus the offset
+    of the disclosed component totals (tag ``"transform"``)."""
+
+    route: str = "transform"
+
+    @classmethod
+    def candidates(cls, request, found):
+        mech, workload, policy, epsilon = request.mechanism, request.workload, request.policy, request.epsilon
+        if request.route == "exact":
+            return [], ""
+        if mech.models_records and not policy.is_differential_privacy:
+            works = ", ".join(sorted(name for name, cls in mech.registry().items() if not cls.models_records))
+            raise ValueError(
+                f"mechanism {mech.name!r} models the data as records spread over the cells, but under {policy.name} it "
+                "would run on the transformed counts x_G, which are not records, and answer no better than the uniform "
+                f"estimate; run it under a DP policy (complete or unbounded), or use one of: {works}"
+            )
+        if request.tree is not None:
+            return [cls.build(request, request.tree)], f"tree {request.tree.name} given by the caller"
+        if policy.is_forest:
+            if request.route == "auto" and "exact" in mech.routes and policy.is_unbounded_dp:
+                return [], ""  # the exact route has the same error and publishes no totals
+            return [cls.build(request, None)], "the policy is a forest: its exact transform"
+        if not mech.analytic_error:
+            raise CyclicPolicyError(
+                f"{policy.name} has cycles and mechanism {mech.name!r} is data-dependent (no exact route, no "
+                "analytic error to choose a tree by): pass a spanning tree, e.g. tree='bfs' or a forest policy, "
+                "to run it at epsilon / stretch (an (ε/ℓ, T)-Blowfish mechanism is (ε, G)-Blowfish for ℓ the stretch)"
+            )
+        listed = []
+        for t in tree_lib.candidates(policy).values():
+            known = [c.expected_mse for c in found + listed if c.expected_mse is not None]
+            tr = transform(policy, t)
+            floor = transform_floor(workload, tr, epsilon) if known else None
+            if floor is not None and floor > min(known) * (1 + 1e-9):
+                listed.append(cls(tree=tr.tree, stretch=tr.stretch, floor=floor, mechanism=mech, workload=workload,
+                                  policy=policy, epsilon=epsilon))
+            else:
+                listed.append(cls.build(request, t))
+        return listed, "route='transform': the candidate tree with the lowest analytic expected error"
+
+    @classmethod
+    def build(cls, request: Request, tree: Policy | None) -> TransformRoute:
+        """The candidate through ``tree`` (the policy itself when None), with its analytic error."""
+        mech, workload, epsilon = request.mechanism, request.workload, request.epsilon
+        tr = transform(request.policy, tree)
+        expected = None
+        if mech.analytic_error:
+            expected = 0.0 if tr.num_edges == 0 else _analytic(lambda: mech.expected_error(tr.workload(workload), epsilon / tr.stretch))
+        return cls(tree=tr.tree, stretch=tr.stretch, expected_mse=_per_query(expected, workload), mechanism=mech,
+                   workload=workload, policy=request.policy, epsilon=epsilon)
+
+    def execute(self, x, gen):
+        mech, workload, policy = self.mechanism, self.workload, self.policy
+        if policy.is_unbounded_dp:
+            # unbounded DP: W_T = W and x_T = x cell by cell, so the mechanism sees the grid itself
+            return mech.measure(workload, x, self.epsilon, gen)
+        tr = transform(policy, None if self.tree is policy else self.tree)
+        x_t, component_totals = tr.data_and_totals(x)
+        offset = tr.offset(workload, component_totals)
+        totals = dict(zip(tr.roots.tolist(), component_totals.tolist()))
+        transformed = tr.workload(workload) if tr.num_edges else None
+        if transformed is None or transformed.column_norms().max() == 0:
+            # W_T = 0: the answers are the disclosed totals' offset; no mechanism, no noise
+            return Outcome(offset.astype(np.float64), totals, 0.0, 0.0)
+        outcome = mech.measure(transformed, x_t, self.epsilon / tr.stretch, gen)
+        return replace(outcome, answers=checked_answers(outcome.answers, workload.num_queries, mech.name) + offset,
+                       component_totals=totals)
+
+
+class ChoiceRoute:
+    """The candidates of every (mechanism, route) a chooser compares (tag ``"choice"``: the
+    mechanism's ``choices(workload, policy, route)`` lists them), each executed by its own
+    mechanism."""
+
+    @classmethod
+    def candidates(cls, request, found):
+        mech = request.mechanism
+        pairs, note = mech.choices(request.workload, request.policy, request.route)
+        listed, skipped = [], []
+        for sub, sub_route in pairs:
+            try:
+                sub_plan = plan_routes(request.workload, request.policy, request.epsilon, sub, sub_route, request.tree)
+            except (ValueError, TypeError) as err:  # a native mechanism for other policies, a route it lacks
+                skipped.append(f"{sub.name} ({str(err).split(';')[0]})")
+                continue
+            listed += sub_plan.considered
+        if not listed:
+            raise ValueError(f"no candidate mechanism of {mech.name} applies here: {'; '.join(skipped)}")
+        reason = f"{mech.name}: lowest analytic expected error over {', '.join(m.name for m, _ in pairs)}; {note}"
+        if skipped:
+            reason += "; not applicable: " + ", ".join(skipped)
+        return listed, reason
+
+
+#: Route classes by the tag a mechanism declares in ``routes``.
+ROUTE_CLASSES = {"exact": ExactRoute, "transform": TransformRoute, "native": NativeRoute, "choice": ChoiceRoute}
+
+
+def rank_key(c: Candidate) -> tuple:
+    """Lowest expected error first (to 9 significant digits); on ties the exact route, which
+    publishes no totals, then the smaller stretch."""
+    mse = np.inf if c.expected_mse is None else float(f"{c.expected_mse:.9g}")
+    return (mse, c.route != "exact", c.stretch or 0)
+
+
+def plan_routes(workload: Workload, policy: Policy, epsilon: float, mechanism, route: str = "auto", tree=None) -> Plan:
+    """The :class:`Plan` of ``mechanism`` (an instance) for validated arguments: every candidate
+    of the routes the mechanism declares, ranked. ``tree`` is a forest policy, a tree name of
+    :data:`blowfish_te.trees.TREES` or None. Plans are cached per (mechanism, workload, policy, ε,
+    route, tree name)."""
+    if isinstance(tree, Policy):
+        return _plan(Request(workload, policy, epsilon, mechanism, route, tree))
+    if tree is not None and not isinstance(tree, str):
+        raise TypeError(f"tree must be a forest Policy or a tree name, got {type(tree).__name__}")
+    plans = mechanism._cache("plans").get(workload, IdentityCache).get(policy, dict)
+    key = (epsilon, route, tree)
+    if key not in plans:
+        resolved = None if tree is None else tree_lib.named(policy, tree)
+        plans[key] = _plan(Request(workload, policy, epsilon, mechanism, route, resolved))
+    return plans[key]
+
+
+def _plan(request: Request) -> Plan:
+    found, reasons = [], []
+    for tag in request.mechanism.routes:
+        listed, reason = ROUTE_CLASSES[tag].candidates(request, found)
+        if listed:
+            found += listed
+            reasons.append(reason)
+    if not found:
+        raise ValueError(f"mechanism {request.mechanism.name!r} has no {request.route} route: it gets the routes "
+                         f"{', '.join(request.mechanism.routes)} (the exact route is for linear data-independent "
+                         "mechanisms; this one is not a linear data-independent mechanism)")
+    ranked = sorted(found, key=rank_key)
+    reason = reasons[0] if len(reasons) == 1 else "auto: lowest analytic expected error"
+    return Plan(ranked[0], tuple(ranked), reason, request.workload, request.policy, request.epsilon, request.mechanism)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a workload is released under a policy, decided before any data is read or budget spent:
+    the chosen route, every candidate considered (best first) and why. :meth:`summary` prints it;
+    :meth:`release` executes it on a histogram."""
+
+    chosen: Candidate
+    considered: tuple[Candidate, ...]
+    reason: str
+    workload: Workload = field(repr=False, default=None)
+    policy: Policy = field(repr=False, default=None)
+    epsilon: float = field(repr=False, default=None)
+    mechanism: object = field(repr=False, default=None)
+
+    def _label(self, c: Candidate) -> str:
+        return c.label if c.mechanism is self.mechanism else f"{c.mechanism.name}: {c.label}"
+
+    def summary(self) -> str:
+        """Route, tree, stretch, noise scale and the expected error of every candidate."""
+        chosen = self.chosen
+        lines = [f"{self.mechanism.name} on {self.workload.name} under {self.policy.name} at ε = {self.epsilon:g}",
+                 f"route: {self._label(chosen)}" + (f" (the mechanism runs at ε/{chosen.stretch})" if chosen.stretch else ""),
+                 f"why: {self.reason}", "candidates (expected per-query MSE):"]
+        lines += [f"  {'*' if c is chosen else ' '} {self._label(c)}: {c.outcome_text}" for c in self.considered]
+        return "\n".join(lines)
+
+    def check(self, x) -> np.ndarray:
+        """``x`` validated for this plan (a histogram of the policy's shape the route accepts),
+        before any noise is drawn."""
+        counts = check_histogram(x, self.policy.shape)
+        self.chosen.check(counts)
+        return counts
+
+    def execute(self, x: np.ndarray, gen) -> Outcome:
+        """The chosen route's outcome on a validated histogram, its answers checked."""
+        outcome = self.chosen.execute(x, gen)
+        answers = checked_answers(outcome.answers, self.workload.num_queries, self.chosen.mechanism.name)
+        return replace(outcome, answers=answers)
+
+    def release(self, x, rng: RNGLike = None) -> Release:
+        """Execute the plan on histogram ``x`` with ``rng`` (see :func:`blowfish_te.answer`): the
+        one place a :class:`Release` is made."""
+        return self.release_checked(self.check(x), rng)
+
+    def release_checked(self, x: np.ndarray, rng: RNGLike) -> Release:
+        """:meth:`release` of a histogram :meth:`check` has validated."""
+        mech, chosen = self.chosen.mechanism, self.chosen
+        gen = check_rng(rng)
+        tally = gen.tally() if isinstance(gen, SecureRandom) else None
+        outcome = self.execute(x, gen)
+        sampler, secure = gen.summary(tally) if tally is not None else (mech.sampler, False)
+        if outcome.sensitivity == 0:
+            sampler = "none (sensitivity 0: exact answers)"
+        answers = outcome.answers
+        answers.flags.writeable = False
+        unconstrained = outcome.unconstrained_answers
+        if unconstrained is not None:
+            unconstrained = np.array(unconstrained, dtype=np.float64)
+            unconstrained.flags.writeable = False
+        choice = self.reason + "; considered: " + "; ".join(f"{self._label(c)} {c.outcome_text}" for c in self.considered)
+        if mech.total_source() is not None:
+            choice += "; " + mech.total_source()
+        if outcome.notes:
+            choice += "; " + outcome.notes
+        return Release(
+            answers=answers, epsilon=self.epsilon, policy=self.policy, mechanism=mech.name, route=chosen.route,
+            tree=None if chosen.route != "transform" else chosen.tree.name, stretch=chosen.stretch,
+            workload=self.workload.name, component_totals=dict(outcome.component_totals), sampler=sampler,
+            secure=secure, expected_mse=chosen.expected_mse, sensitivity=outcome.sensitivity,
+            noise_scale=outcome.noise_scale, choice=choice, public_counts=outcome.public_counts,
+            unconstrained_answers=unconstrained,
+        )
+
+
+@dataclass(frozen=True)
+class Release:
+    """A private answer to a workload, with everything needed to interpret and audit it.
+
+    ``route``, ``tree`` and ``stretch`` say how it was computed (the mechanism ran at
+    ε / stretch on the tree transform); ``choice`` says why, listing every candidate considered
+    with its expected per-query MSE. ``component_totals`` maps the root cell of every tree
+    component without ⊥ to its record count, disclosed exactly (empty for the exact route).
+    ``expected_mse`` is the analytic expected per-query squared error for linear data-independent
+    mechanisms, else None; ``sensitivity`` the L1 sensitivity Δ of the measured strategy (on x_T
+    for the transform route, under the policy for the exact route) and ``noise_scale`` the Laplace
+    scale actually drawn: Δ·stretch/ε, resp. Δ/ε (None for mechanisms that do not report them).
+    A release under public constraints (route ``"constrained"``) holds the constraints' answers
+    in ``public_counts``, ``answers`` after constrained inference, ``unconstrained_answers`` before
+    it, and ``expected_mse`` of the unconstrained estimate (the constrained one has no closed form).
+    ``sampler`` names the noise samplers that produced it ("; "-separated); ``secure`` is True
+    only for ``rng=None`` (or a SecureRandom) when every draw went through a hardened sampler
+    (exact discrete or lattice Laplace, :mod:`blowfish_te.secure`), and always False with a numpy
+    Generator or seed — the fast experimental path.
+    """
+
+    answers: np.ndarray = field(repr=False)
+    epsilon: float
+    policy: Policy
+    mechanism: str
+    route: str
+    tree: str | None
+    stretch: int | None
+    workload: str
+    component_totals: dict[int, int]
+    sampler: str
+    secure: bool
+    expected_mse: float | None
+    sensitivity: float | None
+    noise_scale: float | None
+    choice: str = field(repr=False)
+    public_counts: dict[str, int] | None = None
+    unconstrained_answers: np.ndarray | None = field(repr=False, default=None)
+
+    def to_dict(self) -> dict:
+        """The release as plain JSON types: answers as a list, the policy by name, the disclosed
+        component totals keyed by their cell (as a string, JSON's only key type)."""
+        return {
+            "answers": self.answers.tolist(), "epsilon": self.epsilon, "policy": self.policy.name,
+            "mechanism": self.mechanism, "route": self.route, "tree": self.tree, "stretch": self.stretch,
+            "workload": self.workload, "component_totals": {str(k): int(v) for k, v in self.component_totals.items()},
+            "sampler": self.sampler, "secure": self.secure, "expected_mse": self.expected_mse,
+            "sensitivity": self.sensitivity, "noise_scale": self.noise_scale, "choice": self.choice,
+            "public_counts": self.public_counts,
+            "unconstrained_answers": None if self.unconstrained_answers is None else self.unconstrained_answers.tolist(),
+        }
+
+
+def policy_totals(policy: Policy, x: np.ndarray) -> dict[int, int]:
+    """Record totals of the policy's components without ⊥, keyed by their last cell."""
+    labels = policy.component_labels[: policy.size]
+    free = np.ones(policy.n_components, dtype=bool)
+    if policy.has_bottom:
+        free[policy.component_labels[policy.size]] = False
+    last = np.full(policy.n_components, -1, dtype=np.int64)
+    np.maximum.at(last, labels, np.arange(policy.size))
+    sums = np.bincount(labels, weights=x, minlength=policy.n_components)
+    return {int(last[c]): int(sums[c]) for c in np.flatnonzero(free & (last >= 0))}
+
+
+def checked_answers(values, m: int, name: str) -> np.ndarray:
+    """``values`` as m finite floats, else a ValueError naming the mechanism."""
+    answers = np.asarray(values, dtype=np.float64)
+    if answers.shape != (m,):
+        raise ValueError(f"mechanism {name!r} returned an array of shape {answers.shape}, expected ({m},)")
+    if not np.isfinite(answers).all():
+        raise ValueError(f"mechanism {name!r} returned non-finite answers")
+    return answers
