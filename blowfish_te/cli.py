@@ -256,6 +256,7 @@ def bench(suite, data_dir, out_dir, jobs, scheduler, tiny, fresh, plot):
     the failures to standard error.
     """
     from .evaluation import load_suite, markdown_table, run_suite, summarize
+    from .evaluation.experiments import experiment
     from .evaluation.runner import describe_failures
 
     if scheduler is not None and jobs > 1:
@@ -277,7 +278,7 @@ def bench(suite, data_dir, out_dir, jobs, scheduler, tiny, fresh, plot):
         try:
             from .evaluation.plots import plot_results
 
-            metrics = ("objective_ratio",) if spec.workload["kind"] == "kmeans" else ("mse", "scaled_l2") if spec.scales else ("mse",)
+            metrics = experiment(spec.workload["kind"]).metrics(bool(spec.scales))
             files = [f for metric in metrics for f in plot_results(out, metric)]
             click.echo(f"figures: {len(files)} files in {out}")
         except (ImportError, ValueError) as err:  # no matplotlib, or no cell with a value to draw

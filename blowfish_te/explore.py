@@ -24,12 +24,11 @@ from scipy.sparse import csgraph
 
 from ._validation import check_epsilon
 from .errors import SpecError
-from .policies import Policy
-from .policies import from_spec as policy_from_spec
+from .policies import Policy, PolicySpec
 from .release import plan
 from .workloads import as_workload
 
-__all__ = ["Guarantee", "expected_errors", "guarantees", "plot_expected_errors", "theta_of"]
+__all__ = ["Guarantee", "expected_errors", "guarantees", "plot_expected_errors"]
 
 
 @dataclass(frozen=True)
@@ -77,12 +76,6 @@ def guarantees(policy: Policy) -> list[Guarantee]:
     return rows
 
 
-def theta_of(spec: str) -> float | None:
-    """θ of a ``threshold:θ`` or ``grid:θ`` spec, else None."""
-    kind, _, arg = spec.partition(":")
-    return float(arg) if kind in ("threshold", "grid") and arg.isdigit() else None
-
-
 def expected_errors(workload, policy_specs: list[str], epsilons: list[float], mechanism="hb") -> list[dict]:
     """Rows (policy, epsilon, rmse, route) of the analytic per-query RMSE of ``mechanism``'s planned
     release of ``workload`` under each policy spec at each ε. Data-independent: no budget is spent.
@@ -91,7 +84,8 @@ def expected_errors(workload, policy_specs: list[str], epsilons: list[float], me
     rows = []
     for spec in policy_specs:
         try:
-            policy = policy_from_spec(spec, workload.domain)
+            parsed = PolicySpec.parse(spec)
+            policy = parsed.build(workload.domain)
         except SpecError as err:
             raise SpecError(f"policy {spec!r}: {err}") from None
         for epsilon in epsilons:
@@ -99,7 +93,7 @@ def expected_errors(workload, policy_specs: list[str], epsilons: list[float], me
             if chosen.expected_mse is None:
                 raise ValueError(f"mechanism {mechanism!r} has no analytic expected error under {spec}: "
                                  "choose a data-independent one (identity, hb, privelet, quadtree, ...)")
-            rows.append({"policy": spec, "theta": theta_of(spec), "epsilon": float(epsilon),
+            rows.append({"policy": spec, "theta": parsed.theta_on(workload.domain), "epsilon": float(epsilon),
                          "rmse": math.sqrt(chosen.expected_mse), "route": chosen.label})
     return rows
 

@@ -43,7 +43,9 @@ __all__ = [
     "from_networkx",
     "from_edges",
     "from_spec",
+    "PolicySpec",
     "SPEC_FORMS",
+    "SPEC_KINDS",
 ]
 
 #: Refuse to list more edges than this in one array (16 bytes each); use ``edge_blocks`` instead.
@@ -614,41 +616,93 @@ def from_networkx(graph, shape=None) -> Policy:
 
 
 #: The policy specs :func:`from_spec` reads (the CLI's ``--policy`` and suite files use them).
+@dataclass(frozen=True)
+class _SpecKind:
+    """A policy family of the spec table: whether it takes θ (and ``full``), the dimensionality it
+    needs, what to use otherwise, and its builder ``(shape, θ) -> Policy``."""
+
+    takes_theta: bool
+    ndim: int | None
+    otherwise: str
+    build: object
+    full: bool = False
+
+
+#: The policy families a spec names (see :class:`PolicySpec`), in the order errors list them.
+SPEC_KINDS = {
+    "unbounded": _SpecKind(False, None, "", lambda shape, theta: unbounded(shape)),
+    "complete": _SpecKind(False, None, "", lambda shape, theta: complete(shape)),
+    "attribute": _SpecKind(False, None, "", lambda shape, theta: attribute(shape)),
+    "line": _SpecKind(False, 1, "use grid:1", lambda shape, theta: line(shape[0])),
+    "threshold": _SpecKind(True, 1, "use grid:θ", lambda shape, theta: complete(shape) if theta is None else threshold(shape[0], theta),
+                           full=True),
+    "grid": _SpecKind(True, None, "", lambda shape, theta: grid(shape, theta)),
+}
 SPEC_FORMS = ("unbounded", "complete", "attribute", "line", "threshold:θ", "threshold:full", "grid:θ")
 
 
-def from_spec(spec: str, shape) -> Policy:
-    """The policy named by ``spec`` on a domain of ``shape`` (an int for 1-D).
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy named by text — ``unbounded``, ``complete``, ``attribute``, ``line``,
+    ``threshold:θ``, ``threshold:full`` or ``grid:θ`` — parsed once (:meth:`parse`) and shared by
+    :func:`from_spec`, the CLI, :mod:`blowfish_te.explore`, suites and plots. ``theta`` is None
+    for families without θ and for ``threshold:full`` (``full`` True: the complete graph)."""
 
-    ``unbounded`` and ``complete`` (DP, unbounded and bounded), ``attribute``, ``line``,
-    ``threshold:θ`` and ``threshold:full`` (1-D), ``grid:θ``. Raises :class:`SpecError` naming
-    what is allowed.
+    text: str
+    kind: str
+    theta: int | None = None
+    full: bool = False
+
+    @classmethod
+    def parse(cls, spec) -> PolicySpec:
+        """The spec of ``spec`` (a string, or a PolicySpec); :class:`SpecError` names what is allowed."""
+        if isinstance(spec, PolicySpec):
+            return spec
+        if not isinstance(spec, str):
+            raise SpecError(f"policy spec must be a string such as 'line' or 'threshold:16', got {type(spec).__name__}")
+        kind, colon, arg = spec.partition(":")
+        family = SPEC_KINDS.get(kind)
+        if family is None or family.takes_theta != bool(colon):
+            raise SpecError(f"unknown policy {spec!r}; allowed: {', '.join(SPEC_FORMS)}")
+        if not colon:
+            return cls(spec, kind)
+        if family.full and arg == "full":
+            return cls(spec, kind, None, True)
+        if not arg.isdigit() or int(arg) < 1:
+            raise SpecError(f"policy {spec!r}: θ must be a positive integer{' or full' if family.full else ''}")
+        return cls(spec, kind, int(arg))
+
+    @property
+    def one_dimensional(self) -> bool:
+        """Whether the family needs a 1-D domain (``line``, ``threshold``)."""
+        return SPEC_KINDS[self.kind].ndim == 1
+
+    def theta_on(self, shape) -> float | None:
+        """θ on a domain of ``shape`` (``full`` counts as the domain's size), None without θ."""
+        if self.full:
+            return float(check_shape(shape, "shape")[0])
+        return None if self.theta is None else float(self.theta)
+
+    def build(self, shape) -> Policy:
+        """The policy on a domain of ``shape`` (an int for 1-D)."""
+        try:
+            shape = check_shape(shape, "shape")
+        except (TypeError, ValueError) as err:
+            raise SpecError(f"policy {self.text!r}: {err}") from None
+        family = SPEC_KINDS[self.kind]
+        if family.ndim is not None and len(shape) != family.ndim:
+            raise SpecError(f"policy {self.text!r} needs a 1-D domain, got shape {shape}; {family.otherwise}")
+        return family.build(shape, self.theta)
+
+
+def from_spec(spec: str, shape) -> Policy:
+    """The policy named by ``spec`` on a domain of ``shape`` (an int for 1-D): see
+    :class:`PolicySpec`. Raises :class:`SpecError` naming what is allowed.
 
     >>> from_spec("threshold:16", 4096).name
     'threshold(4096, theta=16)'
     """
-    if not isinstance(spec, str):
-        raise SpecError(f"policy spec must be a string such as 'line' or 'threshold:16', got {type(spec).__name__}")
-    try:
-        shape = check_shape(shape, "shape")
-    except (TypeError, ValueError) as err:
-        raise SpecError(f"policy {spec!r}: {err}") from None
-    kind, colon, arg = spec.partition(":")
-    if kind in ("unbounded", "complete", "attribute", "line") and not colon:
-        if kind == "line":
-            if len(shape) != 1:
-                raise SpecError(f"policy 'line' needs a 1-D domain, got shape {shape}; use grid:1")
-            return line(shape[0])
-        return {"unbounded": unbounded, "complete": complete, "attribute": attribute}[kind](shape)
-    if kind in ("threshold", "grid") and colon:
-        if kind == "threshold" and len(shape) != 1:
-            raise SpecError(f"policy {spec!r} needs a 1-D domain, got shape {shape}; use grid:θ")
-        if kind == "threshold" and arg == "full":
-            return complete(shape)
-        if not arg.isdigit() or int(arg) < 1:
-            raise SpecError(f"policy {spec!r}: θ must be a positive integer{' or full' if kind == 'threshold' else ''}")
-        return threshold(shape[0], int(arg)) if kind == "threshold" else grid(shape, int(arg))
-    raise SpecError(f"unknown policy {spec!r}; allowed: {', '.join(SPEC_FORMS)}")
+    return PolicySpec.parse(spec).build(shape)
 
 
 def check_policy(policy, name: str = "policy") -> Policy:

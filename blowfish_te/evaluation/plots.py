@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pathlib
 
+from ..policies import PolicySpec
 from .runner import read_rows
 from .summary import MEASURES, summarize
 
@@ -152,7 +153,7 @@ def plot_results(out_dir, metric: str = "mse") -> list[pathlib.Path]:
         themed = [r for r in rows if r["theta"] is not None]
         if len({r["theta"] for r in themed}) > 1:
             panels = [m for m in mechanisms if len({r["theta"] for r in themed if r["mechanism"] == m}) > 1]
-            family = sorted({r["policy"].partition(":")[0] for r in themed})
+            family = sorted({PolicySpec.parse(r["policy"]).kind for r in themed})
             fig, axes = _panels(plt, len(panels))
             for ax, mech in zip(axes, panels):
                 for eps in epsilons:

@@ -44,12 +44,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import datasets
-from .. import kmeans as km
 from .. import policies as pol
-from .. import workloads as wl
-from ..metrics import per_query_mse, scaled_l2_error
-from ..release import answer
-from .suite import Suite, SuiteError, policy_theta
+from .experiments import Experiment, experiment
+from .suite import Suite, SuiteError
 
 __all__ = ["Cell", "COLUMNS", "cells", "describe_failures", "run_suite", "read_rows"]
 
@@ -113,8 +110,7 @@ class _Context:
         self.suite, self.data_dir = suite, data_dir
         self.data: dict = {}
         self.objects: dict = {}
-        self.mechanisms: dict = {}  # one instance per (mechanism, policy): its bounded caches
-        # then hold that policy's workloads and tree candidates only, and never thrash
+        self.mechanisms: dict = {}  # one instance per (mechanism, policy)
 
     def histogram(self, cell: Cell):
         key = (cell.dataset, cell.domain, cell.scale, cell.data_seed)
@@ -129,38 +125,13 @@ class _Context:
                 label = (cell.dataset + cell.tag, cell.scale, cell.data_seed)
                 gen = np.random.default_rng(_seed(self.suite.master_seed, "data|" + "|".join(map(str, label))))
                 x = datasets.dpbench_sample(raw, cell.scale, domain, rng=gen)
-            truth = None if self.kmeans else self.workload(x.shape) @ x.ravel()
+            truth = self.experiment.truth(self.suite.workload, x, self.objects)
             self.data = {key: (x, truth)}  # one sample at a time: cells come grouped by it
         return self.data[key]
 
     @property
-    def kmeans(self) -> bool:
-        return self.suite.workload["kind"] == "kmeans"
-
-    def workload(self, shape):
-        key = ("workload", shape)
-        if key not in self.objects:
-            self.objects[key] = wl.from_spec(self.suite.workload, shape)
-        return self.objects[key]
-
-    def baseline(self, x: np.ndarray, centres: np.ndarray) -> float:
-        """The objective of non-private Lloyd iterations from ``centres`` (cached per start)."""
-        key = ("lloyd", x.shape, centres.tobytes())
-        if key not in self.objects:
-            work = self.suite.workload
-            self.objects[key] = km.lloyd(x, x.shape, work["clusters"], work["iterations"], centres=centres).objective
-        return self.objects[key]
-
-    def _kmeans(self, row: dict, x: np.ndarray, policy, spec, seed) -> None:
-        work = self.suite.workload
-        gen = np.random.default_rng(seed)
-        centres = km.initial_centres(x.shape, work["clusters"], gen)
-        start = time.perf_counter()
-        result = km.blowfish_kmeans(x, policy, row["epsilon_used"], work["clusters"], work["iterations"], gen,
-                                    centres=centres, **spec.params)
-        row["runtime_s"] = time.perf_counter() - start
-        base = self.baseline(x, centres)
-        row.update(objective=result.objective, objective_ratio=result.objective / base if base > 0 else None)
+    def experiment(self) -> Experiment:
+        return experiment(self.suite.workload["kind"])
 
     def policy(self, spec: str, shape):
         key = ("policy", spec, shape)
@@ -178,39 +149,22 @@ class _Context:
         row = dict.fromkeys(COLUMNS)
         row.update(
             key=key, suite=suite.name, dataset=cell.dataset, domain="x".join(map(str, x.shape)), scale=scale,
-            data_seed=cell.data_seed, policy=cell.policy, theta=policy_theta(cell.policy, x.shape),
+            data_seed=cell.data_seed, policy=cell.policy, theta=pol.PolicySpec.parse(cell.policy).theta_on(x.shape),
             mechanism=spec.label, epsilon=cell.epsilon, epsilon_used=cell.epsilon * spec.epsilon_factor,
             trial=cell.trial, seed=int(seed.generate_state(1)[0]), status="ok",
         )
-        if self.kmeans:
-            work = suite.workload
-            row.update(workload=f"kmeans k={work['clusters']} T={work['iterations']}", queries=work["clusters"])
-            try:
-                self._kmeans(row, x, policy, spec, seed)
-            except (ValueError, TypeError) as err:
-                row["status"] = f"error: {type(err).__name__}: {err}".replace("\n", " ")
-            return row
-        workload = self.workload(x.shape)
-        row.update(workload=workload.name, queries=workload.num_queries)
-        start = time.perf_counter()
-        try:
-            tree = spec.tree_for(policy)
+        row.update(self.experiment.describe(suite.workload, x, self.objects))
+
+        def mechanism():  # one instance per (mechanism, policy): its bounded caches then hold that
+            # policy's workloads and tree candidates only, and never thrash
             if (cell.mechanism, cell.policy) not in self.mechanisms:
                 self.mechanisms[cell.mechanism, cell.policy] = spec.build()
-            mechanism = self.mechanisms[cell.mechanism, cell.policy]
-            release = answer(workload, x, policy, row["epsilon_used"], mechanism, rng=np.random.default_rng(seed), tree=tree)
+            return self.mechanisms[cell.mechanism, cell.policy]
+
+        try:
+            self.experiment.run(row, suite.workload, x, truth, policy, spec, mechanism, seed, self.objects)
         except (ValueError, TypeError) as err:  # the mechanism refuses this policy or data
             row["status"] = f"error: {type(err).__name__}: {err}".replace("\n", " ")
-            return row
-        row["runtime_s"] = time.perf_counter() - start
-        row.update(
-            mse=per_query_mse(truth, release.answers),
-            scaled_l2=scaled_l2_error(truth, release.answers, scale),
-            expected_mse=release.expected_mse,
-            route=release.route,
-            tree=release.tree,
-            stretch=release.stretch,
-        )
         return row
 
 

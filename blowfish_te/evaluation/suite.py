@@ -64,15 +64,16 @@ from importlib import resources
 
 import numpy as np
 
-from .. import kmeans as km
 from .. import policies as pol
 from .. import workloads as wl
 from ..errors import SpecError, SuiteError
 from ..mechanisms import Mechanism, mechanism_class
 from ..release import plan
+from ._checks import fail, integer, listed, unknown
+from .experiments import EXPERIMENTS, Experiment, experiment
 
-__all__ = ["KINDS", "PROBE_SIDE", "SUITES_DIR", "MechanismSpec", "Suite", "SuiteError", "load_suite", "parse_suite",
-           "policy_theta"]
+__all__ = ["KINDS", "PROBE_SIDE", "SUITES_DIR", "MechanismSpec", "Suite", "SuiteError", "load_suite", "parse_suite"]
+
 
 def _suites_dir() -> pathlib.Path:
     try:  # installed (wheel or editable): the package data
@@ -87,10 +88,9 @@ SUITES_DIR = _suites_dir()
 
 _TOP = {"name", "description", "master_seed", "trials", "epsilons", "policies", "data", "workload", "mechanisms", "tiny"}
 _DATA = {"datasets", "domain", "scales", "data_seeds"}
-_WORKLOAD = {"kind", "queries", "seed", "clusters", "iterations"}
-#: Experiment kinds: the workload kinds of :mod:`blowfish_te.workloads`, and private k-means.
-KINDS = (*wl.KINDS, "kmeans")
-_KMEANS_PARAMS = {"sensitivity", "size_share"}
+#: Experiment kinds: the workload kinds of :mod:`blowfish_te.workloads`, and private k-means
+#: (:mod:`blowfish_te.evaluation.experiments`).
+KINDS = tuple(EXPERIMENTS)
 _MECHANISM = {"name", "label", "params", "policies", "epsilon_factor", "tree"}
 _TINY = {"datasets", "domain", "scales", "data_seeds", "trials", "epsilons", "policies", "queries", "mechanisms"}
 
@@ -142,40 +142,6 @@ class Suite:
         return hashlib.sha256(json.dumps(content, sort_keys=True, default=list).encode()).hexdigest()[:16]
 
 
-def _fail(where: str, message: str):
-    raise SuiteError(f"{where}: {message}")
-
-
-def _unknown(where: str, table: dict, allowed: set) -> None:
-    extra = sorted(set(table) - allowed)
-    if extra:
-        _fail(where, f"unknown key(s) {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}")
-
-
-def _list(where: str, key: str, value, kind, minimum=None) -> tuple:
-    if not isinstance(value, list) or not value:
-        _fail(where, f"{key} must be a non-empty list, got {value!r}")
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, kind) or (minimum is not None and not item > minimum):
-            what = f"{'numbers' if kind == (int, float) else kind.__name__ + 's'}" + ("" if minimum is None else f" > {minimum}")
-            _fail(where, f"{key} must hold {what}, got {item!r}")
-    return tuple(value)
-
-
-def _int(where: str, key: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(where, f"{key} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def policy_theta(spec: str, shape: tuple[int, ...]) -> float | None:
-    """θ of a threshold or grid policy (``full`` counts as the domain size), else None."""
-    kind, _, arg = spec.partition(":")
-    if kind not in ("threshold", "grid"):
-        return None
-    return float(shape[0] if arg == "full" else int(arg))
-
-
 def _domains(where: str, value) -> tuple[tuple[int, ...], ...] | None:
     """``domain``: one shape (an int, or a list of ints) or a list of shapes (lists), each run in turn."""
     if value is None:
@@ -183,64 +149,41 @@ def _domains(where: str, value) -> tuple[tuple[int, ...], ...] | None:
     shapes = value if isinstance(value, list) and value and all(isinstance(v, list) for v in value) else [value]
     out = []
     for shape in shapes:
-        shape = _list(where, "domain", [shape] if isinstance(shape, int) and not isinstance(shape, bool) else shape, int, 0)
+        shape = listed(where, "domain", [shape] if isinstance(shape, int) and not isinstance(shape, bool) else shape, int, 0)
         out.append(tuple(shape))
     if len({len(shape) for shape in out}) != 1:
-        _fail(where, f"the domains of a suite must all have the same number of axes, got {value!r}")
+        fail(where, f"the domains of a suite must all have the same number of axes, got {value!r}")
     return tuple(out)
 
 
-def _check_params(where: str, name, params: dict, kmeans: bool) -> None:
-    """The mechanism exists for the suite's kind and accepts its parameters."""
-    if kmeans:
-        if name != "kmeans":
-            _fail(where, f"the mechanisms of a kmeans suite are named 'kmeans' (variants through params), got {name!r}")
-        _unknown(f"{where} params", params, _KMEANS_PARAMS)
-        try:
-            km.check_variant(**params)
-        except (TypeError, ValueError) as err:
-            _fail(where, f"kmeans refuses params {params}: {err}")
-        return
-    if name == "kmeans":
-        _fail(where, "mechanism 'kmeans' runs in suites of workload kind 'kmeans' only")
-    try:
-        cls = mechanism_class(name)
-    except (TypeError, ValueError) as err:
-        _fail(where, str(err))
-    try:
-        cls(**params)
-    except (TypeError, ValueError) as err:
-        _fail(where, f"mechanism {name!r} refuses params {params}: {err}")
-
-
-def _mechanism(where: str, entry, policies: tuple[str, ...], kmeans: bool = False) -> MechanismSpec:
+def _mechanism(where: str, entry, policies: tuple[str, ...], kind: Experiment) -> MechanismSpec:
     if isinstance(entry, str):
         entry = {"name": entry}
     if not isinstance(entry, dict):
-        _fail(where, f"a mechanism must be a name or a table, got {entry!r}")
-    _unknown(where, entry, _MECHANISM)
+        fail(where, f"a mechanism must be a name or a table, got {entry!r}")
+    unknown(where, entry, _MECHANISM)
     name = entry.get("name")
     params = entry.get("params", {})
     if not isinstance(params, dict):
-        _fail(where, f"params must be a table, got {params!r}")
-    _check_params(where, name, params, kmeans)
+        fail(where, f"params must be a table, got {params!r}")
+    kind.check_mechanism(where, name, params)
     label = entry.get("label", name)
     if not isinstance(label, str) or not label:
-        _fail(where, f"label must be a non-empty string, got {label!r}")
+        fail(where, f"label must be a non-empty string, got {label!r}")
     only = entry.get("policies")
     if only is not None:
-        only = _list(where, "policies", only, str)
+        only = listed(where, "policies", only, str)
         missing = sorted(set(only) - set(policies))
         if missing:
-            _fail(where, f"policies {missing} are not among the suite's policies {list(policies)}")
+            fail(where, f"policies {missing} are not among the suite's policies {list(policies)}")
     factor = entry.get("epsilon_factor", 1.0)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
-        _fail(where, f"epsilon_factor must be a number in (0, 1], got {factor!r}")
+        fail(where, f"epsilon_factor must be a number in (0, 1], got {factor!r}")
     tree = entry.get("tree")
-    if tree is not None and kmeans:
-        _fail(where, "tree does not apply to kmeans (it releases cluster statistics on the policy itself)")
+    if tree is not None and not kind.takes_tree:
+        fail(where, f"tree does not apply to {kind.description} (its runs release on the policy itself)")
     if tree is not None and not isinstance(tree, str):
-        _fail(where, f"tree must be the name of a spanning tree (e.g. 'hub', 'snake', 'bfs'), got {tree!r}")
+        fail(where, f"tree must be the name of a spanning tree (e.g. 'hub', 'snake', 'bfs'), got {tree!r}")
     return MechanismSpec(name, label, dict(params), only, float(factor), tree)
 
 
@@ -258,7 +201,7 @@ def _probe_domains(domains, kind: str, policies: tuple[str, ...]) -> tuple[list,
     if domains is not None:
         return [(d, tuple(min(s, PROBE_SIDE.get(len(d), 4)) for s in d)) for d in domains], False
     ndims = {1, 2}
-    if kind in _ONE_D_KINDS or any(p.partition(":")[0] in ("line", "threshold") for p in policies):
+    if kind in _ONE_D_KINDS or any(pol.PolicySpec.parse(p).one_dimensional for p in policies):
         ndims &= {1}
     if kind == "random_rects":
         ndims &= {2}
@@ -270,10 +213,10 @@ def _probe_specs(spec: str, real, small: tuple[int, ...]) -> list[str]:
     reaches across the real domain becomes the complete graph (plain DP), any other θ at most
     the small domain's span - 1 (cyclic, not DP). With the real shape unknown (assumed at least
     the small one), a θ that spans the small domain may be either: both are returned."""
-    kind, _, arg = spec.partition(":")
-    if kind not in ("threshold", "grid") or not arg.isdigit():
+    parsed = pol.PolicySpec.parse(spec)
+    if parsed.theta is None:
         return [spec]
-    theta, span = int(arg), sum(s - 1 for s in small)
+    kind, theta, span = parsed.kind, parsed.theta, sum(s - 1 for s in small)
     full = "threshold:full" if kind == "threshold" else "complete"
     if real is not None and theta >= sum(s - 1 for s in real):
         return [full]
@@ -298,13 +241,13 @@ def _check_pairs(where: str, workload: dict, domains, policies: tuple[str, ...],
     """Refuse the first (mechanism, policy) pair of the suite that cannot run (see the module)."""
     probes, every = _probe_domains(domains, workload["kind"], policies)
     if not probes:
-        _fail(where, f"workload {workload['kind']!r} and policies {list(policies)} fit no common number of axes")
+        fail(where, f"workload {workload['kind']!r} and policies {list(policies)} fit no common number of axes")
     kind = {**workload, "queries": min(workload["queries"], _PROBE_QUERIES)} if "queries" in workload else workload
     for real, _ in probes if not every else ():
         try:
             wl.from_spec(kind, real)
         except SpecError as err:
-            _fail(f"{where} [workload]", str(err))
+            fail(f"{where} [workload]", str(err))
     for spec in mechanisms:
         for policy_spec in spec.policies or policies:
             if policy_spec not in policies:  # left out by [tiny]
@@ -317,7 +260,7 @@ def _check_pairs(where: str, workload: dict, domains, policies: tuple[str, ...],
             if refused:
                 (_, small), reason = next((p, r) for p, r in zip(probes, reasons) if r)
                 name = repr(spec.label) + ("" if spec.label == spec.name else f" ({spec.name})")
-                _fail(f"{where} mechanisms[{index[spec.label]}]", f"mechanism {name} cannot run under policy "
+                fail(f"{where} mechanisms[{index[spec.label]}]", f"mechanism {name} cannot run under policy "
                       f"{policy_spec!r}: {reason} (found on a small domain of shape {small})")
 
 
@@ -341,79 +284,75 @@ def load_suite(path, tiny: bool = False) -> Suite:
 
 def parse_suite(raw: dict, where: str = "suite", tiny: bool = False) -> Suite:
     """Validate a suite given as a dict (the parsed TOML)."""
-    _unknown(where, raw, _TOP)
+    unknown(where, raw, _TOP)
     for key in ("name", "description", "epsilons", "policies", "data", "workload", "mechanisms"):
         if key not in raw:
-            _fail(where, f"missing required key {key!r}")
+            fail(where, f"missing required key {key!r}")
     data, work = raw["data"], raw["workload"]
     if not isinstance(data, dict) or not isinstance(work, dict):
-        _fail(where, "data and workload must be tables")
-    _unknown(f"{where} [data]", data, _DATA)
-    _unknown(f"{where} [workload]", work, _WORKLOAD)
+        fail(where, "data and workload must be tables")
+    unknown(f"{where} [data]", data, _DATA)
     if "datasets" not in data:
-        _fail(f"{where} [data]", "missing required key 'datasets'")
+        fail(f"{where} [data]", "missing required key 'datasets'")
     merged = {**raw, **data, "queries": work.get("queries")}
     overrides = raw.get("tiny", {})
     if not isinstance(overrides, dict):
-        _fail(where, "tiny must be a table")
-    _unknown(f"{where} [tiny]", overrides, _TINY)
+        fail(where, "tiny must be a table")
+    unknown(f"{where} [tiny]", overrides, _TINY)
     if tiny:
         merged.update(overrides)
     name = raw["name"]
     if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
-        _fail(where, f"name must be letters, digits, '_' or '-', got {name!r}")
+        fail(where, f"name must be letters, digits, '_' or '-', got {name!r}")
     if not isinstance(raw["description"], str):
-        _fail(where, "description must be a string")
-    policies = _list(where, "policies", merged["policies"], str)
-    datasets = _list(where, "datasets", merged["datasets"], str)
-    epsilons = tuple(float(e) for e in _list(where, "epsilons", merged["epsilons"], (int, float), 0))
+        fail(where, "description must be a string")
+    policies = listed(where, "policies", merged["policies"], str)
+    datasets = listed(where, "datasets", merged["datasets"], str)
+    epsilons = tuple(float(e) for e in listed(where, "epsilons", merged["epsilons"], (int, float), 0))
     domains = _domains(where, merged.get("domain"))
     domain = None if domains is None else domains[0]
     scales = merged.get("scales")
     if scales is not None:
-        scales = _list(where, "scales", scales, int, 0)
-    data_seeds = _int(where, "data_seeds", merged.get("data_seeds", 1), 1)
+        scales = listed(where, "scales", scales, int, 0)
+    data_seeds = integer(where, "data_seeds", merged.get("data_seeds", 1), 1)
     if scales is None and data_seeds != 1:
-        _fail(where, "data_seeds needs scales: without sampling there is one dataset")
+        fail(where, "data_seeds needs scales: without sampling there is one dataset")
     kind = work.get("kind")
     if kind not in KINDS:
-        _fail(f"{where} [workload]", f"unknown kind {kind!r}; allowed: {', '.join(KINDS)}")
-    workload = {"kind": kind}
-    if kind.startswith("random"):
-        workload["queries"] = _int(f"{where} [workload]", "queries", merged.get("queries"), 1)
-        workload["seed"] = _int(f"{where} [workload]", "seed", work.get("seed", 0), 0)
-    elif "queries" in work or "seed" in work:
-        _fail(f"{where} [workload]", f"queries and seed apply to random workloads only, not {kind!r}")
-    if kind == "kmeans":
-        workload["clusters"] = _int(f"{where} [workload]", "clusters", work.get("clusters", 4), 1)
-        workload["iterations"] = _int(f"{where} [workload]", "iterations", work.get("iterations", 10), 1)
-    elif "clusters" in work or "iterations" in work:
-        _fail(f"{where} [workload]", f"clusters and iterations apply to kmeans only, not {kind!r}")
+        fail(f"{where} [workload]", f"unknown kind {kind!r}; allowed: {', '.join(KINDS)}")
+    runs = experiment(kind)
+    allowed = {"kind"}.union(*(e.settings_keys for e in EXPERIMENTS.values()))
+    unknown(f"{where} [workload]", work, allowed)
+    for other in {e for e in EXPERIMENTS.values() if e is not runs}:
+        extra = [key for key in sorted(other.settings_keys - runs.settings_keys) if key in work]
+        if extra:
+            fail(f"{where} [workload]", f"{' and '.join(extra)} apply to {other.description} only, not {kind!r}")
+    workload = runs.settings(f"{where} [workload]", kind, work, merged)
     for spec in policies:
         try:
             pol.from_spec(spec, domain or ((8, 8) if spec.startswith("grid") else (8,)))  # syntax only
         except SpecError as err:
-            _fail(where, str(err))
+            fail(where, str(err))
     entries = raw["mechanisms"]
     if not isinstance(entries, list) or not entries:
-        _fail(where, "mechanisms must be a non-empty list")
-    every_policy = _list(where, "policies", raw["policies"], str)  # [tiny] may keep only some
-    mechanisms = tuple(_mechanism(f"{where} mechanisms[{i}]", e, every_policy, kind == "kmeans") for i, e in enumerate(entries))
+        fail(where, "mechanisms must be a non-empty list")
+    every_policy = listed(where, "policies", raw["policies"], str)  # [tiny] may keep only some
+    mechanisms = tuple(_mechanism(f"{where} mechanisms[{i}]", e, every_policy, runs) for i, e in enumerate(entries))
     labels = [m.label for m in mechanisms]
     if len(set(labels)) != len(labels):
-        _fail(where, f"mechanism labels must be distinct, got {labels}")
+        fail(where, f"mechanism labels must be distinct, got {labels}")
     if tiny and "mechanisms" in overrides:
-        keep = _list(f"{where} [tiny]", "mechanisms", overrides["mechanisms"], str)
+        keep = listed(f"{where} [tiny]", "mechanisms", overrides["mechanisms"], str)
         if set(keep) - set(labels):
-            _fail(f"{where} [tiny]", f"mechanisms {sorted(set(keep) - set(labels))} are not labels of the suite: {labels}")
+            fail(f"{where} [tiny]", f"mechanisms {sorted(set(keep) - set(labels))} are not labels of the suite: {labels}")
         mechanisms = tuple(m for m in mechanisms if m.label in keep)
-    if kind != "kmeans":  # k-means variants run on any 1-D or 2-D policy
+    if runs.checks_pairs:
         _check_pairs(where, workload, domains, policies, mechanisms, {label: i for i, label in enumerate(labels)})
     return Suite(
         name=name,
         description=raw["description"],
-        master_seed=_int(where, "master_seed", raw.get("master_seed", 0), 0),
-        trials=_int(where, "trials", merged.get("trials", 1), 1),
+        master_seed=integer(where, "master_seed", raw.get("master_seed", 0), 0),
+        trials=integer(where, "trials", merged.get("trials", 1), 1),
         epsilons=epsilons,
         policies=policies,
         datasets=datasets,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -186,8 +187,27 @@ def evenly_spaced_queries(workload: Workload, count: int) -> Workload:
     return QueryRows(workload, rows)
 
 
-#: The workload kinds :func:`from_spec` builds; the random ones take a query count.
-KINDS = ("identity", "prefix", "all_ranges", "random_ranges", "random_rects")
+@dataclass(frozen=True)
+class _SpecKind:
+    """A workload kind of the spec table: the dimensionality it needs (None: any) and what to use
+    otherwise, whether it takes a query count (random kinds), and its builder
+    ``(shape, count, seed) -> Workload``."""
+
+    ndim: int | None
+    otherwise: str
+    random: bool
+    build: object
+
+
+#: The workload kinds :func:`from_spec` builds (the random ones take a query count).
+SPEC_KINDS = {
+    "identity": _SpecKind(None, "", False, lambda shape, count, seed: identity(shape)),
+    "prefix": _SpecKind(None, "", False, lambda shape, count, seed: prefix(shape)),
+    "all_ranges": _SpecKind(1, "use random_rects", False, lambda shape, count, seed: all_ranges(shape[0])),
+    "random_ranges": _SpecKind(1, "use random_rects", True, lambda shape, count, seed: random_ranges(shape[0], count, rng=seed)),
+    "random_rects": _SpecKind(2, "", True, lambda shape, count, seed: random_rects(shape, count, rng=seed)),
+}
+KINDS = tuple(SPEC_KINDS)
 
 
 def from_spec(spec, shape, seed: int = 0) -> Workload:
@@ -210,27 +230,20 @@ def from_spec(spec, shape, seed: int = 0) -> Workload:
         kind, queries, seed = spec.get("kind"), spec.get("queries"), spec.get("seed", seed)
     else:
         raise SpecError(f"workload spec must be a string such as 'prefix' or 'random_ranges:2000', or a mapping, got {type(spec).__name__}")
-    if kind not in KINDS:
+    family = SPEC_KINDS.get(kind) if isinstance(kind, str) else None
+    if family is None:
         raise SpecError(f"unknown workload {kind!r}; allowed: {', '.join(KINDS)} (random kinds as random_ranges:M)")
     try:
         shape = check_shape(shape, "shape")
     except (TypeError, ValueError) as err:
         raise SpecError(f"workload {kind!r}: {err}") from None
-    if kind.startswith("random") != (queries is not None):
-        raise SpecError(f"workload {kind!r}: " + ("give the number of queries, e.g. " + kind + ":1000"
-                                                 if kind.startswith("random") else "only random kinds take a count"))
-    if kind in ("all_ranges", "random_ranges") and len(shape) != 1:
-        raise SpecError(f"workload {kind!r} needs a 1-D domain, got shape {shape}; use random_rects")
-    if kind == "random_rects" and len(shape) != 2:
-        raise SpecError(f"workload 'random_rects' needs a 2-D domain, got shape {shape}")
-    if kind == "identity":
-        return identity(shape)
-    if kind == "prefix":
-        return prefix(shape)
-    if kind == "all_ranges":
-        return all_ranges(shape[0])
-    builder = random_ranges if kind == "random_ranges" else random_rects
-    return builder(shape[0] if kind == "random_ranges" else shape, queries, rng=seed)
+    if family.random != (queries is not None):
+        raise SpecError(f"workload {kind!r}: " + (f"give the number of queries, e.g. {kind}:1000" if family.random
+                                                 else "only random kinds take a count"))
+    if family.ndim is not None and len(shape) != family.ndim:
+        raise SpecError(f"workload {kind!r} needs a {family.ndim}-D domain, got shape {shape}"
+                        + (f"; {family.otherwise}" if family.otherwise else ""))
+    return family.build(shape, queries, seed)
 
 
 def as_workload(workload, name: str = "workload") -> Workload:
