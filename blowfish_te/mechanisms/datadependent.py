@@ -219,10 +219,7 @@ class MWEM(RecordTotal, Mechanism):
         rows, measured = [], []
         for _ in range(rounds):
             score = np.abs(truth - workload.matvec(estimate))
-            # exponential mechanism by the Gumbel-max trick: floating point, not hardened (see above)
-            utility = eps_select * score / (2 * delta) + gen.gumbel(size=m)
-            utility[chosen] = -np.inf
-            q = int(np.argmax(utility))
+            q = exponential_choice(eps_select * score / (2 * delta), chosen, gen)
             chosen[q] = True
             unit = np.zeros(m)
             unit[q] = 1.0
@@ -236,6 +233,15 @@ class MWEM(RecordTotal, Mechanism):
                     weights = np.exp(log_weights)
                     estimate = total * weights / weights.sum()
         return np.asarray(workload.matvec(estimate), dtype=np.float64)
+
+
+def exponential_choice(utility: np.ndarray, excluded: np.ndarray, gen) -> int:
+    """The exponential mechanism over the queries not ``excluded``: index q with probability ∝
+    exp(utility_q), by the Gumbel-max trick (McSherry, Talwar 2007; ``utility`` = ε·score/(2Δ)
+    for an ε-DP choice when every score moves by at most Δ). Floating point, not hardened."""
+    noisy = utility + gen.gumbel(size=utility.size)
+    noisy[excluded] = -np.inf
+    return int(np.argmax(noisy))
 
 
 class AHP(Mechanism):
