@@ -1,0 +1,90 @@
+"""The cold path and the large path of a release, against what they cannot beat.
+
+Cold: a first Identity release of the identity workload at K = 4096 under ``line`` in a fresh
+process, imports included, against ``python -c "import numpy, scipy.sparse"`` in the same run
+(medians of ``--repeats`` processes each), and the call itself (the first ``answer`` after the
+imports: planning, transform, noise).
+
+Large (``--large``): Identity under ``line`` and HB under ``unbounded`` on 2^24 cells with 10,000
+random ranges, each in a fresh process: the release's time against adding Laplace noise to an
+array of that size, and its peak memory in arrays of that size (the process's peak resident set,
+and the peak's growth during the release).
+
+    python benchmarks/bench_cold_path.py [--repeats 7] [--large]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+FIRST = """
+import time
+start = time.perf_counter()
+import numpy as np
+import blowfish_te as bt
+x = np.random.default_rng(0).integers(0, 50, 4096)
+workload, policy, answer = bt.workloads.identity(4096), bt.policies.line(4096), bt.answer  # imports done
+call = time.perf_counter()
+answer(workload, x, policy, 1.0, rng=0)
+end = time.perf_counter()
+print(end - call)
+"""
+
+LARGE = """
+import resource, sys, time
+import numpy as np
+import blowfish_te as bt
+mechanism, spec = sys.argv[1], sys.argv[2]
+k = 2**24
+array_gb = k * 8 / 2**30
+x = np.random.default_rng(0).integers(0, 50, k)
+workload = bt.workloads.random_ranges(k, 10_000, rng=0)
+policy = bt.policies.from_spec(spec, k)
+gen = np.random.default_rng(1)
+start = time.perf_counter()
+noisy = x + gen.laplace(0.0, 1.0, k)
+add = time.perf_counter() - start
+del noisy
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+start = time.perf_counter()
+release = bt.answer(workload, x, policy, 1.0, mechanism, rng=0)
+took = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+print(f"{mechanism:<9} {spec:<10} release {took:6.2f} s = {took / add:5.1f} x Laplace-add ({add * 1000:.0f} ms); "
+      f"peak {peak / array_gb:5.1f} arrays ({peak:.2f} GB), grew {max(peak - before, 0) / array_gb:4.1f} arrays; route {release.route}")
+"""
+
+
+def _seconds(args: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, *args], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--large", action="store_true", help="also 2^24 cells, 10,000 ranges (a minute, a few GB)")
+    args = parser.parse_args()
+    base, first, calls = [], [], []
+    for _ in range(args.repeats):  # interleaved, so that both see the same machine load
+        base.append(_seconds(["-c", "import numpy, scipy.sparse"]))
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", FIRST], check=True, capture_output=True, text=True)
+        first.append(time.perf_counter() - start)
+        calls.append(float(out.stdout))
+    b, f, c = statistics.median(base), statistics.median(first), statistics.median(calls)
+    print(f"import numpy, scipy.sparse: {b * 1000:.0f} ms; first Identity release at K = 4096 in a fresh process: "
+          f"{f * 1000:.0f} ms = {f / b:.2f} x; the call itself {c * 1000:.1f} ms")
+    if args.large:
+        for mechanism, spec in (("identity", "line"), ("hb", "unbounded")):
+            out = subprocess.run([sys.executable, "-c", LARGE, mechanism, spec], capture_output=True, text=True)
+            print(out.stdout.strip() or f"{mechanism} {spec}: failed: {out.stderr.strip().splitlines()[-1]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
