@@ -46,15 +46,59 @@ from ..workloads import Workload, as_workload
 #: Cache key standing for "no policy": sensitivity for unit changes.
 _UNIT_CHANGES = object()
 
-#: Mechanism classes by name: module-level classes that set ``name`` register when defined, plug-ins
-#: when first looked up (see :func:`mechanism_class`).
-MECHANISMS: dict[str, type[Mechanism]] = {}
+class Registry(dict):
+    """Mechanism classes by name. The library's own register when their module is imported, which
+    :data:`loader` (set by the package) does on the first lookup of one of their names, or of all
+    of them when the registry is listed; plug-ins register when first looked up (see
+    :func:`mechanism_class`). So a release imports only the modules of what it runs."""
+
+    loader = None  # loader(name) imports the module defining the library mechanism name (None: all)
+
+    def _load(self, name=None) -> None:
+        if self.loader is not None and (name is None or not dict.__contains__(self, name)):
+            self.loader(name)
+
+    def __getitem__(self, name):
+        self._load(name)
+        return dict.__getitem__(self, name)
+
+    def __contains__(self, name) -> bool:
+        self._load(name)
+        return dict.__contains__(self, name)
+
+    def get(self, name, default=None):
+        self._load(name)
+        return dict.get(self, name, default)
+
+    def __iter__(self):
+        self._load()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self._load()
+        return dict.__len__(self)
+
+    def keys(self):
+        self._load()
+        return dict.keys(self)
+
+    def values(self):
+        self._load()
+        return dict.values(self)
+
+    def items(self):
+        self._load()
+        return dict.items(self)
+
+
+#: Mechanism classes by name (a :class:`Registry`).
+MECHANISMS: Registry = Registry()
 #: The entry-point group through which installed packages add mechanisms.
 ENTRY_POINT_GROUP = "blowfish_te.mechanisms"
 
 
 def _register(cls: type[Mechanism]) -> None:
-    known = MECHANISMS.get(cls.name)
+    known = dict.get(MECHANISMS, cls.name)
     if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
         raise TypeError(f"mechanism name {cls.name!r} of {cls.__module__}.{cls.__qualname__} is already taken by "
                         f"{known.__module__}.{known.__qualname__}; choose another name")
@@ -80,8 +124,8 @@ def load_plugins(name: str | None = None) -> None:
 
 
 def mechanism_class(name: str) -> type[Mechanism]:
-    """The class registered as ``name`` (every library mechanism registers when this package is
-    imported), looking through installed plug-ins on a miss."""
+    """The class registered as ``name`` (a library mechanism's module is imported on its first
+    lookup), looking through installed plug-ins on a miss."""
     if not isinstance(name, str):
         raise TypeError(f"mechanism name must be a string, got {type(name).__name__}")
     if name not in MECHANISMS:
