@@ -66,6 +66,11 @@ class RootedForest:
         rank = np.empty(n, dtype=np.int64)
         rank[bfs] = np.arange(n)
         up = rank[parent[bfs[1:]]]  # non-decreasing: BFS enqueues each vertex's children together
+        if np.array_equal(up, np.arange(n - 1)):
+            # one chain from the super-root (a path policy, e.g. line): BFS order is the preorder,
+            # depths count along it and each subtree is the rest of the chain — nothing to solve
+            self._store(forest, parent, bfs, np.arange(n), n - np.arange(n), np.arange(n), roots)
+            return
         lower = sp.csr_array(
             (np.concatenate([np.ones(n), -np.ones(n - 1)]),
              (np.concatenate([np.arange(n), np.arange(1, n)]), np.concatenate([np.arange(n), up]))),
@@ -84,13 +89,16 @@ class RootedForest:
         earlier_siblings = before - np.maximum.accumulate(np.where(group_start, before, 0))
         pos_r = solve(lower, np.concatenate([[0.0], 1.0 + earlier_siblings]), True)
 
-        pos = pos_r[rank]
-        depth = depth_r[rank]
-        size = size_r[rank]
+        self._store(forest, parent, bfs, depth_r, size_r, pos_r, roots)
+
+    def _store(self, forest: Policy, parent, bfs, depth_r, size_r, pos_r, roots) -> None:
+        """Keep the arrays, from depth, subtree size and preorder position by BFS rank."""
+        n = parent.size
+        pos, depth, size = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        pos[bfs], depth[bfs], size[bfs] = pos_r, depth_r, size_r
         order = np.empty(n, dtype=np.int64)
         order[pos] = np.arange(n)
-
-        self.num_vertices = v
+        self.num_vertices = forest.num_vertices
         self.parent = parent
         self.order = order
         self.pos = pos

@@ -38,7 +38,18 @@ def check_stretch(policy, tree):
 
 @given(forests(max_cells=10), st.integers(0, 2**32 - 1))
 def test_forest_distances_against_networkx(case, seed):
-    k, edges = case
+    _check_forest(*case)
+
+
+@pytest.mark.parametrize("edges", [[(i, i + 1) for i in range(8)], [(3, 0), (0, 7), (7, 1), (1, 5), (5, 8), (8, 2)],
+                                   [(i, i + 1) for i in range(8)] + [(8, 9)]])
+def test_chains_need_no_solve_and_agree_with_networkx(edges):
+    """A chain from the root (line, a path in any labelling, a path ending at ⊥) takes the direct
+    construction; it must agree with the general one."""
+    _check_forest(9, edges)
+
+
+def _check_forest(k, edges):
     forest = policies.from_edges(k, np.array(edges, dtype=int).reshape(-1, 2))
     rooted = RootedForest(forest)
     lengths = dict(nx.all_pairs_shortest_path_length(_nx(forest)))
