@@ -428,3 +428,15 @@ def test_ramped_prefixes_and_stacks_refuse_bad_windows_and_parts():
         wl.Stacked([wl.prefix(4)], [0.0])
     with pytest.raises(TypeError, match="parts"):
         wl.Stacked([np.eye(3)])
+
+
+@given(st.integers(1, 3), st.integers(1, 12), st.integers(0, 2**32 - 1), st.booleans())
+def test_box_frobenius_norm_from_the_boxes_equals_the_dense_one(ndim, m, seed, weighted):
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(s) for s in rng.integers(1, 6, ndim))
+    corners = rng.integers(0, np.array(shape), size=(2, m, ndim))
+    lo, hi = corners.min(axis=0), corners.max(axis=0)
+    weights = rng.uniform(0, 3, m) if weighted else None
+    boxes = wl.Boxes(shape, lo, hi, weights=weights)
+    dense = dense_boxes(shape, lo, hi) * (1 if weights is None else weights[:, None])
+    assert boxes.frobenius_sq() == pytest.approx(float((dense**2).sum()), rel=1e-12)

@@ -175,6 +175,11 @@ class Boxes(Workload):
     def max_abs_entry(self) -> float:
         return 1.0 if self.weights is None else float(self.weights.max())
 
+    def frobenius_sq(self) -> float:
+        """‖W‖_F² = Σ_r w_r² · volume_r, from the boxes alone (no pass over the cells)."""
+        volumes = (self.hi - self.lo + 1).prod(axis=1).astype(np.float64)
+        return float(volumes.sum() if self.weights is None else (self.weights**2 * volumes).sum())
+
     # -- column norms -----------------------------------------------------------------------
     def _norm_weights(self, norm: str) -> np.ndarray | None:
         """Per-box weight of a column entry under ``norm``: w (L1) or w² (squared L2); None for 0/1."""
