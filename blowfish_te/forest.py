@@ -52,6 +52,14 @@ class RootedForest:
         top = v  # the super-root
         roots = np.full(forest.n_components, -1, dtype=np.int64)
         np.maximum.at(roots, forest.component_labels, np.arange(v))  # ⊥ (= K) where present
+        blocks = forest.edge_blocks
+        if forest.ndim == 1 and not forest.has_bottom and len(blocks) == 1 and getattr(blocks[0], "offset", None) == (1,):
+            # the line: each cell's parent is the next one, the last cell the root — one chain
+            parent = np.arange(1, n + 1, dtype=np.int64)
+            parent[top] = -1
+            bfs = np.concatenate([[top], np.arange(v - 1, -1, -1)])
+            self._store(forest, parent, bfs, np.arange(n), n - np.arange(n), np.arange(n), roots)
+            return
         edges = forest.edges
         adj = sp.csr_array(
             (np.ones(edges.shape[0] + roots.size, dtype=np.int8),

@@ -311,6 +311,11 @@ class Policy:
     def _components(self) -> tuple[int, np.ndarray]:
         """Connected components from a graph with the same connectivity: each clique block is
         replaced by a star, so large cliques never list their O(c²) edges."""
+        if "components" not in self._cache and self._grid_connected():
+            labels = np.zeros(self.num_vertices, dtype=np.int64)
+            if self.num_vertices > self.size and not self.touches_bottom:  # ⊥ alone
+                labels[self.size] = 1
+            self._cache["components"] = (int(labels.max()) + 1, _readonly(labels))
         if "components" not in self._cache:
             us, vs = [], []
             for block in self._blocks:
@@ -328,6 +333,14 @@ class Policy:
             count, labels = csgraph.connected_components(graph, directed=False)
             self._cache["components"] = (int(count), _readonly(labels.astype(np.int64)))
         return self._cache["components"]
+
+    def _grid_connected(self) -> bool:
+        """Whether offset blocks alone join every cell: a unit step along every axis longer than
+        one cell (then the cells form one component whatever the other blocks add)."""
+        steps = {b.offset for b in self._blocks if isinstance(b, OffsetEdges)}
+        ndim = len(self._shape)
+        return self.size > 0 and all(tuple(int(i == a) for i in range(ndim)) in steps
+                                     for a in range(ndim) if self._shape[a] > 1)
 
     @property
     def touches_bottom(self) -> bool:

@@ -24,6 +24,8 @@ afterwards x_G, the totals and the reconstruction x = P_G x_G + Σ n_C e_r are O
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
@@ -85,7 +87,7 @@ class TreeTransform:
             self._cell_order = slice(None, None, -1)
         else:
             self._cell_order = cell_order
-        self._incidence = signed_incidence(self.child, self.parent, k)
+        self._inner = self.parent < k  # edges between two cells (the others end at ⊥)
         self._workloads = IdentityCache()
 
     def __repr__(self) -> str:
@@ -97,9 +99,33 @@ class TreeTransform:
         """Length of x_G: one coordinate per tree edge."""
         return int(self.child.size)
 
+    @functools.cached_property
+    def _incidence(self) -> sp.csc_array:
+        return signed_incidence(self.child, self.parent, self.policy.size)
+
     def incidence(self) -> sp.csc_array:
         """P_G (K × edges): +1 at each edge's child, -1 at its parent (no row for ⊥)."""
         return self._incidence.copy()
+
+    def spread(self, y: np.ndarray) -> np.ndarray:
+        """P_G y for a (edges, c) block: each edge's value added at its child and subtracted at
+        its parent, by index arithmetic for one column (no K × edges matrix is built)."""
+        y = np.asarray(y)
+        if y.ndim != 2 or y.shape[1] != 1:
+            return self._incidence @ y
+        values = y[:, 0]
+        out = np.zeros(self.policy.size, dtype=np.result_type(values.dtype, np.int64))
+        out[self.child] = values  # each cell is the child of at most one edge
+        inner = self._inner
+        parents = np.bincount(self.parent[inner], weights=values[inner], minlength=self.policy.size)
+        out = out - (parents if out.dtype.kind == "f" else np.rint(parents).astype(out.dtype))
+        return out[:, None]
+
+    def gather(self, z: np.ndarray) -> np.ndarray:
+        """P_Gᵀ z for a (K, c) block: every edge's child row minus its parent row (⊥ rows are 0)."""
+        z = np.asarray(z)
+        below = np.concatenate([z, np.zeros((1,) + z.shape[1:], dtype=z.dtype)])
+        return below[self.child] - below[self.parent]
 
     def _prefix(self, x) -> np.ndarray:
         x = check_histogram(x, self.policy.shape)
@@ -147,7 +173,7 @@ class TreeTransform:
         x_g = check_real_array(x_g, "x_g")
         if x_g.shape != (self.num_edges,):
             raise ValueError(f"x_g must have shape ({self.num_edges},), got {x_g.shape}")
-        return self._incidence @ x_g + self._root_vector(totals)
+        return self.spread(x_g[:, None])[:, 0] + self._root_vector(totals)
 
 
 class TransformedWorkload(Workload):
@@ -166,10 +192,10 @@ class TransformedWorkload(Workload):
         super().__init__((tree.num_edges,), base.num_queries, f"{base.name} under {tree.policy.name}")
 
     def _matmat(self, y):
-        return self.base._matmat(self.tree._incidence @ np.asarray(y))
+        return self.base._matmat(self.tree.spread(np.asarray(y)))
 
     def _rmatmat(self, z):
-        return self.tree._incidence.T @ self.base._rmatmat(np.asarray(z))
+        return self.tree.gather(self.base._rmatmat(np.asarray(z)))
 
     def column_norms(self, norm: str = "l1") -> np.ndarray:
         """Column norms of W_G: norms of W's column differences along the tree edges (cached;

@@ -212,3 +212,11 @@ def test_trees_that_cannot_embed_the_policy_are_refused():
 def test_bad_tree_arguments(build, exc, words):
     with pytest.raises(exc, match=words):
         build()
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 17])
+def test_the_line_built_directly_equals_the_same_path_given_as_edges(k):
+    direct = RootedForest(policies.line(k))
+    general = RootedForest(policies.from_edges(k, np.stack([np.arange(k - 1), np.arange(1, k)], axis=1)))
+    for name in ("parent", "order", "pos", "end", "depth", "roots"):
+        assert np.array_equal(getattr(direct, name), getattr(general, name)), name

@@ -70,8 +70,7 @@ def identity(shape) -> Boxes:
     array([5, 0, 2])
     """
     shape = check_shape(shape, "shape")
-    cells = _cells(shape)
-    return Boxes(shape, cells, cells, name=f"identity({_fmt(shape)})")
+    return Boxes(shape, None, None, name=f"identity({_fmt(shape)})")
 
 
 def prefix(shape) -> Boxes:

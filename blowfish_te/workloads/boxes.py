@@ -42,6 +42,12 @@ def _suffix_sums(table: np.ndarray, d: int) -> np.ndarray:
     return table
 
 
+def _readonly_ones(size: int) -> np.ndarray:
+    ones = np.ones(size, dtype=np.int64)
+    ones.flags.writeable = False
+    return ones
+
+
 def coverage(domain: tuple[int, ...], lo: np.ndarray, hi: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     """Number (or total weight) of the boxes [lo_r, hi_r] containing each cell, flat, in O(K + m·2^d)."""
     padded = tuple(k + 1 for k in domain)
@@ -61,13 +67,17 @@ class Boxes(Workload):
     domain : int or tuple of int
         Grid shape (k_1, ..., k_d).
     lo, hi : array of shape (m, d) (or (m,) when d = 1)
-        Corners of the boxes, ``0 <= lo <= hi < k`` on every axis.
+        Corners of the boxes, ``0 <= lo <= hi < k`` on every axis; both None (and no weights):
+        one box per cell in row-major order (the identity workload).
     weights : array of shape (m,), optional
         Finite non-negative row weights; None means all ones (a 0/1 workload).
     """
 
     def __init__(self, domain, lo, hi, name: str | None = None, weights=None):
         domain = check_shape(domain, "domain")
+        if lo is None and hi is None and weights is None:  # one box per cell: valid by construction
+            self._init_cells(domain, name)
+            return
         d = len(domain)
         lo, hi = as_array(lo, "lo"), as_array(hi, "hi")
         if lo.size == 0 or hi.size == 0:
@@ -104,6 +114,17 @@ class Boxes(Workload):
         super().__init__(domain, m, name or f"boxes({domain}, m={m})")
         self._padded = tuple(s + 1 for s in domain)
         self._counts: dict[str, np.ndarray] = {}
+
+    def _init_cells(self, domain: tuple[int, ...], name: str | None) -> None:
+        """The boxes of single cells in row-major order, one coordinate array for both corners
+        and the column norms known (all ones): no pass over the cells to check them."""
+        cells = np.arange(math.prod(domain), dtype=np.int64).reshape(-1, 1) if len(domain) == 1 else \
+            np.indices(domain).reshape(len(domain), -1).T.astype(np.int64)
+        cells.flags.writeable = False
+        self.weights, self.is_binary, self.lo, self.hi = None, True, cells, cells
+        super().__init__(domain, cells.shape[0], name or f"cells({domain})")
+        self._padded = tuple(s + 1 for s in domain)
+        self._counts = {"l1": _readonly_ones(cells.shape[0])}
 
     @functools.cached_property
     def _corners(self) -> sp.csr_array:
@@ -226,7 +247,15 @@ class Boxes(Workload):
         bottom = v == self.size
         out[bottom] = counts[u[bottom]]
         cells = np.flatnonzero(~bottom)
-        if cells.size:
+        if cells.size and len(self.domain) == 1 and np.all(np.abs(u[cells] - v[cells]) == 1):
+            # neighbouring cells a < a + 1 (a line's edges): the boxes holding exactly one of them
+            # start at a + 1 or end at a — O(m + K), whatever the boxes' lengths
+            weights = self._norm_weights(norm)
+            starts = np.bincount(self.lo[:, 0], weights=weights, minlength=self.size)
+            ends = np.bincount(self.hi[:, 0], weights=weights, minlength=self.size)
+            low = np.minimum(u[cells], v[cells])
+            out[cells] = starts[low + 1] + ends[low]
+        elif cells.size:
             out[cells] = self._pair_norms(u[cells], v[cells], norm)
         return out
 
