@@ -87,7 +87,13 @@ def histogram_cell(task):
     w = wl.identity(x.size)
     unbounded, line = policies.unbounded(x.size), policies.line(x.size)
     identity, transformed = 2 / eps**2, bt.answer(w, x, line, eps, "identity", rng=0).expected_mse
-    r = {
+    return name, scale, eps, _dependent(w, x, unbounded, line, eps, seeds, identity, transformed)
+
+
+def _dependent(w, x, unbounded, line, eps, seeds, identity, transformed) -> dict:
+    """DAWA under unbounded DP, partition-then-transform under line (each with and without its
+    check) and adaptive under both, over the plain release of their policy."""
+    return {
         "dawa": mse("dawa", w, x, unbounded, eps, seeds) / identity,
         "dawa0": mse(M.DAWA(select=False), w, x, unbounded, eps, seeds) / identity,
         "ptt": mse("partition_then_transform", w, x, line, eps, seeds) / transformed,
@@ -95,7 +101,6 @@ def histogram_cell(task):
         "ad_dp": mse(FAST, w, x, unbounded, eps, seeds) / identity,
         "ad_line": mse(FAST, w, x, line, eps, seeds) / transformed,
     }
-    return name, scale, eps, r
 
 
 def ranges_cell(task):
@@ -109,12 +114,7 @@ def ranges_cell(task):
     r = {
         "plain_dp": mse(plain, w, x, unbounded, eps, seeds) / identity,
         "plain_line": mse(plain, w, x, line, eps, seeds) / transformed,
-        "dawa": mse("dawa", w, x, unbounded, eps, seeds) / identity,
-        "dawa0": mse(M.DAWA(select=False), w, x, unbounded, eps, seeds) / identity,
-        "ptt": mse("partition_then_transform", w, x, line, eps, seeds) / transformed,
-        "ptt0": mse(PartitionThenTransform(select=False), w, x, line, eps, seeds) / transformed,
-        "ad_dp": mse(FAST, w, x, unbounded, eps, seeds) / identity,
-        "ad_line": mse(FAST, w, x, line, eps, seeds) / transformed,
+        **_dependent(w, x, unbounded, line, eps, seeds, identity, transformed),
     }
     return name, scale, eps, kind, r
 

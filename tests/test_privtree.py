@@ -157,15 +157,23 @@ def test_leaf_counts_cost_their_share_for_every_neighbour(monkeypatch):
     workload = wl.random_rects((6, 6), 10, rng=0)
     monkeypatch.setattr(privtree, "_split", lambda biased, scale, threshold, gen: np.arange(biased.size) % 2 == 0)
     x = np.random.default_rng(0).integers(0, 20, 36)
+    assert _worst_replayed_cost(monkeypatch, mech, workload, x, epsilon, (privtree,)) <= 0.6 * epsilon + 1e-9
+
+
+def _worst_replayed_cost(monkeypatch, mech, workload, x, epsilon, modules) -> float:
+    """The largest replayed Laplace cost over the neighbours x + e_cell (same answers asserted)."""
+    worst = 0.0
     for cell in range(x.size):
         replay = Replay()
-        monkeypatch.setattr(privtree, "add_laplace", replay)
+        for module in modules:
+            monkeypatch.setattr(module, "add_laplace", replay)
         first = mech.run(workload, x, epsilon, rng=0)
         replay.replay()
         neighbour = x.copy()
         neighbour[cell] += 1
         assert np.allclose(first, mech.run(workload, neighbour, epsilon, rng=0))
-        assert replay.cost <= 0.6 * epsilon + 1e-9
+        worst = max(worst, replay.cost)
+    return worst
 
 
 def test_the_private_check_and_leaves_cost_at_most_epsilon(monkeypatch):
@@ -180,16 +188,7 @@ def test_the_private_check_and_leaves_cost_at_most_epsilon(monkeypatch):
     monkeypatch.setattr(privtree, "_split", lambda biased, scale, threshold, gen: np.arange(biased.size) % 2 == 0)
     for scale in (1, 400):  # the partition (counts 0-1), then the plain fallback (counts up to 800)
         x = np.random.default_rng(scale).integers(0, 2 * scale, 36)
-        for cell in range(x.size):
-            replay = Replay()
-            for module in (privtree, selection, base_module):
-                monkeypatch.setattr(module, "add_laplace", replay)
-            first = mech.run(workload, x, epsilon, rng=0)
-            replay.replay()
-            neighbour = x.copy()
-            neighbour[cell] += 1
-            assert np.allclose(first, mech.run(workload, neighbour, epsilon, rng=0))
-            assert replay.cost <= epsilon + 1e-9
+        assert _worst_replayed_cost(monkeypatch, mech, workload, x, epsilon, (privtree, selection, base_module)) <= epsilon + 1e-9
 
 
 def test_split_decisions_follow_the_laplace_tail():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from .._lazy import lazy_names
 from .base import (
     ENTRY_POINT_GROUP,
     MECHANISMS,
@@ -46,7 +47,6 @@ _NAMES = {
     "dawa": "datadependent", "mwem": "datadependent", "ahp": "datadependent", "ugrid": "spatial", "agrid": "spatial",
     "privtree": "privtree", "partition_then_transform": "partition_then_transform", "adaptive": "adaptive",
 }
-_WHERE = {export: module for module, exports in _EXPORTS.items() for export in exports}
 
 
 def _load_library(name: str | None = None) -> None:
@@ -61,17 +61,7 @@ def _load_library(name: str | None = None) -> None:
 MECHANISMS.loader = _load_library
 
 
-def __getattr__(name: str):
-    if name in _WHERE:
-        value = getattr(importlib.import_module(_WHERE[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'blowfish_te.mechanisms' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__, _WHERE = lazy_names(__name__, _EXPORTS, globals())
 
 __all__ = [
     "Mechanism",

@@ -3,8 +3,9 @@ mechanism: Li et al., PODS 2010). Each module loads on first use of one of its n
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 #: The modules of this package by the names they export.
 _EXPORTS = {
@@ -15,7 +16,6 @@ _EXPORTS = {
     "blowfish_te.strategies.hierarchy": ("Hierarchy", "TreeStrategy", "hierarchical"),
     "blowfish_te.strategies.pidentity": ("PIdentityStrategy", "optimize_pidentity"),
 }
-_WHERE = {export: module for module, exports in _EXPORTS.items() for export in exports}
 
 __all__ = [
     "LeastSquares",
@@ -31,17 +31,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name in _WHERE:
-        value = getattr(importlib.import_module(_WHERE[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'blowfish_te.strategies' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__, _ = lazy_names(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:
     from .base import LeastSquares
