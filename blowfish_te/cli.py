@@ -16,8 +16,8 @@ from . import datasets, policies, workloads
 from .errors import SpecError
 from .release import answer
 
-#: Exit statuses, as documented in ``blowfish-te --help``.
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: The status of an interrupted command (128 + SIGINT), as :mod:`blowfish_te.console` exits too.
+EXIT_INTERRUPTED = 130
 
 
 def _one_line(err: BaseException) -> str:
@@ -105,7 +105,7 @@ def demo(epsilon: float, k: int, n: int, queries: int, show: int, seed: int) -> 
 
 def _fail(err: Exception) -> None:
     """One line for the user instead of a traceback."""
-    raise click.ClickException(str(err).splitlines()[0] if str(err) else type(err).__name__)
+    raise click.ClickException(_one_line(err))
 
 
 def _policy(spec: str, shape: tuple[int, ...]):

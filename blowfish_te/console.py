@@ -29,7 +29,7 @@ def entry() -> None:
     def work() -> None:
         import click
 
-        from .cli import main
+        from .cli import _one_line, main
 
         try:
             code = main.main(standalone_mode=False)
@@ -42,8 +42,7 @@ def entry() -> None:
         except SystemExit as err:
             status[0] = err.code if isinstance(err.code, int) else 1
         except Exception as err:  # the group reports library errors; this catches the rest as one line
-            text = str(err).strip()
-            click.echo(f"Error: {text.splitlines()[0] if text else type(err).__name__}", err=True)
+            click.echo(f"Error: {_one_line(err)}", err=True)
 
     worker = threading.Thread(target=work, name="blowfish-te", daemon=True)
     worker.start()

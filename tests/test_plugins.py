@@ -2,6 +2,7 @@
 and usable by name in ``answer``, suites and the CLI; the registry's own rules."""
 
 import importlib
+import subprocess
 import sys
 import textwrap
 
@@ -155,3 +156,16 @@ def test_the_contract_catches_what_it_promises():
 
     with pytest.raises(ContractError, match="store each __init__ argument under its own name"):
         check_mechanism(HidesItsParameter())
+
+
+def test_every_library_mechanism_is_found_by_name_in_a_fresh_process():
+    """The lazy table of library mechanisms names each registered class's module: a lookup by
+    name, before anything listed the registry, finds it."""
+    from blowfish_te import mechanisms
+
+    names = {name: cls.__module__ for name, cls in mechanisms.MECHANISMS.items() if cls.__module__.startswith("blowfish_te.")}
+    assert {name: f"blowfish_te.mechanisms.{module}" for name, module in mechanisms._NAMES.items()} == names
+    script = ("import sys; from blowfish_te.mechanisms import mechanism_class; "
+              "print(all(mechanism_class(n).name == n for n in sys.argv[1:]))")
+    done = subprocess.run([sys.executable, "-c", script, *names], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "True", done.stderr
