@@ -117,17 +117,19 @@ def as_array(value, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be an array, could not convert it: {exc}") from None
 
 
-def check_real_array(values, name: str, ndim: int | None = None, minimum: float | None = None) -> np.ndarray:
+def check_real_array(values, name: str, ndim: int | None = None, minimum: float | None = None,
+                     copy: bool = True) -> np.ndarray:
     """Return a float64 copy of ``values``: finite real numbers (no bools, strings, objects or complex),
-    ``ndim`` dimensions if given, all >= ``minimum`` if given."""
+    ``ndim`` dimensions if given, all >= ``minimum`` if given. ``copy=False``: ``values`` itself
+    when it already is a float64 array (for callers that only read it)."""
     arr = as_array(values, name)
     if arr.dtype == bool or arr.dtype.kind not in "iuf":
         raise TypeError(f"{name} must hold real numbers, got an array of dtype {arr.dtype}")
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got shape {arr.shape}")
-    arr = arr.astype(np.float64)
-    bad = ~np.isfinite(arr)
-    if bad.any():
+    arr = arr.astype(np.float64, copy=copy)
+    if not np.isfinite(arr).all():
+        bad = ~np.isfinite(arr)
         raise ValueError(f"{name} must hold finite numbers, found NaN or infinity: {_first_bad(bad, arr)}")
     if minimum is not None:
         bad = arr < minimum

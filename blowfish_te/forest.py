@@ -22,7 +22,13 @@ from scipy.sparse.linalg import spsolve_triangular
 from .errors import CyclicPolicyError
 from .policies import Policy
 
-__all__ = ["CyclicPolicyError", "RootedForest"]
+__all__ = ["CyclicPolicyError", "RootedForest", "is_line"]
+
+
+def is_line(policy: Policy) -> bool:
+    """Whether ``policy`` is the line over a 1-D domain: edges (i, i + 1) and nothing else."""
+    blocks = policy.edge_blocks
+    return policy.ndim == 1 and not policy.has_bottom and len(blocks) == 1 and getattr(blocks[0], "offset", None) == (1,)
 
 
 class RootedForest:
@@ -52,8 +58,7 @@ class RootedForest:
         top = v  # the super-root
         roots = np.full(forest.n_components, -1, dtype=np.int64)
         np.maximum.at(roots, forest.component_labels, np.arange(v))  # ⊥ (= K) where present
-        blocks = forest.edge_blocks
-        if forest.ndim == 1 and not forest.has_bottom and len(blocks) == 1 and getattr(blocks[0], "offset", None) == (1,):
+        if is_line(forest):
             # the line: each cell's parent is the next one, the last cell the root — one chain
             parent = np.arange(1, n + 1, dtype=np.int64)
             parent[top] = -1

@@ -72,4 +72,6 @@ def add_laplace(
         if integer:
             return rng.integer_laplace(values, scale)
         return rng.lattice_laplace(values, scale, sensitivity)
-    return values + laplace(scale, np.size(values), rng)
+    noisy = laplace(scale, np.size(values), rng).reshape(np.shape(values))
+    noisy += values  # in place: one array of the values' size, not two
+    return noisy

@@ -311,11 +311,13 @@ class Policy:
     def _components(self) -> tuple[int, np.ndarray]:
         """Connected components from a graph with the same connectivity: each clique block is
         replaced by a star, so large cliques never list their O(c²) edges."""
-        if "components" not in self._cache and self._grid_connected():
-            labels = np.zeros(self.num_vertices, dtype=np.int64)
+        if "components" not in self._cache and (self._grid_connected() or self.is_unbounded_dp):
             if self.num_vertices > self.size and not self.touches_bottom:  # ⊥ alone
+                labels = np.zeros(self.num_vertices, dtype=np.int64)
                 labels[self.size] = 1
-            self._cache["components"] = (int(labels.max()) + 1, _readonly(labels))
+                self._cache["components"] = (2, _readonly(labels))
+            else:  # one component: one label, held once
+                self._cache["components"] = (1, np.broadcast_to(np.int64(0), (self.num_vertices,)))
         if "components" not in self._cache:
             us, vs = [], []
             for block in self._blocks:
@@ -449,7 +451,7 @@ def unbounded(shape) -> Policy:
     shape = check_shape(shape, "shape")
     k = math.prod(shape)
     u = _readonly(np.arange(k, dtype=np.int64))
-    v = _readonly(np.full(k, k, dtype=np.int64))
+    v = np.broadcast_to(np.int64(k), (k,))  # read-only: ⊥ held once
     return Policy._trusted(shape, [PairEdges(u, v)], has_bottom=True, name=f"unbounded({_fmt(shape)})")
 
 

@@ -33,13 +33,19 @@ from scipy.sparse.linalg import LinearOperator
 from ._cache import IdentityCache
 from ._graph import signed_incidence
 from ._validation import check_histogram, check_real_array
-from .forest import CyclicPolicyError, RootedForest
+from .forest import CyclicPolicyError, RootedForest, is_line
 from .policies import Policy
 from .sensitivity import check_compatible
 from .trees import stretch as tree_stretch
 from .workloads import Workload, as_workload
 
 __all__ = ["CyclicPolicyError", "TreeTransform", "TransformedWorkload", "transform"]
+
+
+def _index_range(start: int, stop: int) -> np.ndarray:
+    out = np.arange(start, stop)
+    out.flags.writeable = False
+    return out
 
 
 class TreeTransform:
@@ -59,10 +65,18 @@ class TreeTransform:
         forest = policy if tree is None else tree
         if not isinstance(forest, Policy):
             raise TypeError(f"tree must be a blowfish_te Policy (a forest), got {type(forest).__name__}")
-        rooted = RootedForest(forest)
         self.policy = policy
         self.tree = forest
         self.stretch = 1
+        self._workloads = IdentityCache()
+        k = policy.size
+        #: whether the policy is the line itself: edge e joins e → e + 1 and x_G is the running sum of x
+        self.is_line = forest is policy and is_line(policy)
+        if self.is_line:  # edge e = (e → e + 1), its subtree the cells 0..e: x_G is the running sum
+            self.roots = np.array([k - 1])
+            self.roots.flags.writeable = False
+            return
+        rooted = RootedForest(forest)
         if forest is not policy:
             measured = tree_stretch(policy, forest, rooted, histogram=False)
             if measured.disconnected:
@@ -71,15 +85,14 @@ class TreeTransform:
                     f"{policy.name}: a tree must span every component of the policy"
                 )
             self.stretch = max(1, int(measured.maximum))
-        k = policy.size
         top = rooted.num_vertices
         cell_order, start, stop = rooted.subtree_cells()
-        self.child = np.flatnonzero(rooted.parent[:k] != top)
-        self.parent = rooted.parent[self.child].copy()
+        self._child = np.flatnonzero(rooted.parent[:k] != top)
+        self._parent = rooted.parent[self._child].copy()
         self.roots = np.sort(rooted.roots[rooted.roots < k])
-        for a in (self.child, self.parent, self.roots):
+        for a in (self._child, self._parent, self.roots):
             a.flags.writeable = False
-        self._edge_start, self._edge_stop = start[self.child], stop[self.child]
+        self._edge_start, self._edge_stop = start[self._child], stop[self._child]
         self._root_start, self._root_stop = start[self.roots], stop[self.roots]
         if np.array_equal(cell_order, np.arange(k)):
             self._cell_order = slice(None)
@@ -87,8 +100,17 @@ class TreeTransform:
             self._cell_order = slice(None, None, -1)
         else:
             self._cell_order = cell_order
-        self._inner = self.parent < k  # edges between two cells (the others end at ⊥)
-        self._workloads = IdentityCache()
+        self._inner = self._parent < k  # edges between two cells (the others end at ⊥)
+
+    @property
+    def child(self) -> np.ndarray:
+        """The child cell of every edge (read-only)."""
+        return _index_range(0, self.policy.size - 1) if self.is_line else self._child
+
+    @property
+    def parent(self) -> np.ndarray:
+        """The parent of every edge: a cell, or K for ⊥ (read-only)."""
+        return _index_range(1, self.policy.size) if self.is_line else self._parent
 
     def __repr__(self) -> str:
         via = "" if self.tree is self.policy else f" via {self.tree.name} (stretch {self.stretch})"
@@ -97,7 +119,7 @@ class TreeTransform:
     @property
     def num_edges(self) -> int:
         """Length of x_G: one coordinate per tree edge."""
-        return int(self.child.size)
+        return self.policy.size - 1 if self.is_line else int(self._child.size)
 
     @functools.cached_property
     def _incidence(self) -> sp.csc_array:
@@ -115,17 +137,23 @@ class TreeTransform:
             return self._incidence @ y
         values = y[:, 0]
         out = np.zeros(self.policy.size, dtype=np.result_type(values.dtype, np.int64))
-        out[self.child] = values  # each cell is the child of at most one edge
+        if self.is_line:
+            out[:-1] = values
+            out[1:] -= values
+            return out[:, None]
+        out[self._child] = values  # each cell is the child of at most one edge
         inner = self._inner
-        parents = np.bincount(self.parent[inner], weights=values[inner], minlength=self.policy.size)
+        parents = np.bincount(self._parent[inner], weights=values[inner], minlength=self.policy.size)
         out = out - (parents if out.dtype.kind == "f" else np.rint(parents).astype(out.dtype))
         return out[:, None]
 
     def gather(self, z: np.ndarray) -> np.ndarray:
         """P_Gᵀ z for a (K, c) block: every edge's child row minus its parent row (⊥ rows are 0)."""
         z = np.asarray(z)
+        if self.is_line:
+            return z[:-1] - z[1:]
         below = np.concatenate([z, np.zeros((1,) + z.shape[1:], dtype=z.dtype)])
-        return below[self.child] - below[self.parent]
+        return below[self._child] - below[self._parent]
 
     def _prefix(self, x) -> np.ndarray:
         x = check_histogram(x, self.policy.shape)
@@ -135,6 +163,9 @@ class TreeTransform:
         """(x_G, n_C) from one pass over x: for every tree edge the number of records in the
         subtree below it (int64), and the totals of the components without ⊥, aligned with
         :attr:`roots` (disclosed exactly)."""
+        if self.is_line:
+            x_g = np.cumsum(check_histogram(x, self.policy.shape))
+            return x_g[:-1], x_g[-1:]
         cs = self._prefix(x)
         return cs[self._edge_stop] - cs[self._edge_start], cs[self._root_stop] - cs[self._root_start]
 

@@ -86,6 +86,36 @@ def test_haar_strategy_is_the_recursive_definition():
     assert np.array_equal(HaarStrategy(5).dense(), haar_matrix(8)[:, :5])  # padded with empty cells
 
 
+@pytest.mark.parametrize("domain, b, root", [(37, 3, True), (37, 3, False), ((5, 7), 2, False), (16, 4, True)])
+def test_weights_held_per_level_equal_the_same_weights_node_by_node(domain, b, root):
+    """``hierarchical`` keeps one weight per level and a range of measured nodes; spelled out
+    node by node (with one node nudged, so no per-level form applies) nothing else changes."""
+    levels = np.linspace(0.5, 2.0, Hierarchy(domain, b).height)
+    compact = hierarchical(domain, b, root=root, level_weights=levels)
+    h = compact.hierarchy
+    weights = levels[h.depth] * (np.arange(h.num_nodes) > 0 if not root else 1)
+    spelled = TreeStrategy(h, weights)
+    assert np.array_equal(compact.node_weights, spelled.node_weights) and compact.shape == spelled.shape
+    assert np.array_equal(compact.lo, spelled.lo) and np.array_equal(compact.hi, spelled.hi)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(compact.size, 2)), rng.normal(size=(compact.shape[0], 2))
+    for other in (spelled, TreeStrategy(h, weights * (1 + 1e-9 * (np.arange(h.num_nodes) == h.num_nodes - 1)))):
+        assert np.allclose(compact.matmat(x), other.matmat(x)) and np.allclose(compact.rmatmat(y), other.rmatmat(y))
+        assert np.allclose(compact.pinv(y), other.pinv(y)) and np.allclose(compact.column_norms(), other.column_norms())
+        ranges = wl.random_ranges(compact.size, 30, rng=1)
+        assert compact.lstsq_frobenius_sq(ranges) == pytest.approx(other.lstsq_frobenius_sq(ranges), rel=1e-6)
+    assert np.array_equal(h.lo, np.vstack([h.lo[n] for n in range(h.num_nodes)]))  # made once, then held
+
+
+def test_estimates_never_share_memory_with_the_measurements():
+    for strategy in (bt.strategies.IdentityStrategy(9), hierarchical(9, 3), HaarStrategy(8)):
+        y = np.random.default_rng(0).normal(size=strategy.shape[0])
+        estimate = strategy.pinv(y)
+        assert not np.shares_memory(estimate, y)
+        estimate[:] = 0.0
+        assert (y != 0).any()
+
+
 def test_rank_deficient_strategies_are_refused():
     h = Hierarchy(6, 3)
     weights = np.ones(h.num_nodes)

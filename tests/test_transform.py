@@ -112,6 +112,29 @@ def test_line_rooted_at_the_last_cell():
     assert np.diff(ranges_g.indptr).max() == 2
 
 
+@pytest.mark.parametrize("k", [2, 3, 17])
+def test_the_lines_running_sums_equal_the_general_forest_transform(k):
+    """The line's transform (no forest arrays) against the same edges given one by one."""
+    line = transform(policies.line(k))
+    general = transform(_policy(k, [(i, i + 1) for i in range(k - 1)]))
+    assert line.is_line and not general.is_line
+    assert np.array_equal(line.child, general.child) and np.array_equal(line.parent, general.parent)
+    assert np.array_equal(line.roots, general.roots) and line.num_edges == general.num_edges
+    assert np.array_equal(line.incidence().toarray(), general.incidence().toarray())
+    rng = np.random.default_rng(k)
+    x = rng.integers(0, 9, k)
+    for ours, theirs in zip(line.data_and_totals(x), general.data_and_totals(x)):
+        assert np.array_equal(ours, theirs)
+    y = rng.normal(size=k - 1)
+    assert np.allclose(line.reconstruct(y, [5]), general.reconstruct(y, [5]))
+    for w in _workloads(k, k):
+        ours, theirs = line.workload(w), general.workload(w)
+        z = rng.normal(size=w.num_queries)
+        assert np.allclose(ours @ y, theirs @ y) and np.allclose(ours.T @ z, theirs.T @ z)
+        assert np.allclose(ours.column_norms(), theirs.column_norms())
+        assert np.isclose(ours.frobenius_sq(), theirs.frobenius_sq())
+
+
 def test_unbounded_is_the_identity_transform_and_discloses_nothing():
     tree = transform(policies.unbounded(6))
     x = np.arange(6)

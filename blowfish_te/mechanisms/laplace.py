@@ -7,6 +7,7 @@ import numpy as np
 from ..policies import PairEdges, Policy
 from ..strategies import IdentityStrategy
 from ..strategies.base import sparse_rows
+from ..transform import TransformedWorkload
 from ..workloads import Boxes, Workload
 from .base import LinearMechanism
 
@@ -39,9 +40,10 @@ class Identity(LinearMechanism):
         return 2.0 if between_cells else (1.0 if policy.num_edges else 0.0)
 
     def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> float:
-        """‖W‖_F²: from the boxes themselves, from W's sparse rows when it has a cheap sparse form
-        (boxes viewed through a tree's transform or a partition), else from its columns."""
-        if isinstance(workload, Boxes):
+        """‖W‖_F²: from the boxes themselves or, through the line's transform, from the column
+        norms (O(m + K)); from W's sparse rows when it has a cheap sparse form (boxes viewed
+        through another tree's transform or a partition), else from its columns."""
+        if isinstance(workload, Boxes) or (isinstance(workload, TransformedWorkload) and workload.tree.is_line):
             return workload.frobenius_sq()
         rows = sparse_rows(workload)
         return float((rows.data**2).sum()) if rows is not None else workload.frobenius_sq()

@@ -55,7 +55,7 @@ class LeastSquares:
 
     def pinv(self, y) -> np.ndarray:
         """x̂ = A⁺ y: the least-squares estimate of the data from measurements y ((p,) or (p, c))."""
-        y = check_real_array(y, "y")
+        y = check_real_array(y, "y", copy=False)  # read only: every estimator returns a new array
         p = self.shape[0]
         if y.ndim not in (1, 2) or y.shape[0] != p:
             raise ValueError(f"y must have shape ({p},) or ({p}, c), one row per measured query, got {y.shape}")

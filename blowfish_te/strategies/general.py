@@ -121,7 +121,7 @@ class IdentityStrategy(LeastSquares, Boxes):
         return np.asarray(y)
 
     def _pinv_matmat(self, y):
-        return np.asarray(y, dtype=np.float64)
+        return np.array(y, dtype=np.float64)  # a new array: the estimate never aliases the measurements
 
     def _pinv_rmatmat(self, x):
         return np.asarray(x, dtype=np.float64)

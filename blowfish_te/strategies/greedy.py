@@ -84,7 +84,7 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
         if inner.size == 0 and np.array_equal(cells, np.arange(k)):
             level_images = space.unit(None)
         else:
-            parts = [space.unit(cells), (h._gather[level] @ images)[inner - h.level_starts[level]] if inner.size else None]
+            parts = [space.unit(cells), (h.gather(level) @ images)[inner - h.level_starts[level]] if inner.size else None]
             level_images = _stack_rows(parts, np.flatnonzero(is_leaf), np.flatnonzero(~is_leaf))
         score[leaves] = spread[leaves] = space.unit_energy(cells) if rule == "dawa" else space.unit_quadratic(cells)
         images = level_images
@@ -99,7 +99,7 @@ def greedy_hierarchy(workload: Workload, branching: int = 2, grid: int = 100, ru
             m = space.energy(images, rows)
         else:
             own = space.quadratic(images, rows, v, inside, column)
-        gather = h._gather[level]
+        gather = h.gather(level)
         offset = h.level_starts[level]
         total_s = (gather @ score[h.level(level + 1)])[inner - offset]
         total_k = (gather @ kk[h.level(level + 1)])[inner - offset]

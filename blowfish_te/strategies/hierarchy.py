@@ -35,6 +35,7 @@ workloads with sparse rows.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -42,72 +43,116 @@ import scipy.sparse as sp
 
 from .._grid import shape_label
 from .._validation import check_int, check_real_array, check_shape
-from ..workloads.base import Workload
+from ..workloads.base import CHUNK_ENTRIES, Workload, as_block, check_norm
 from ..workloads.boxes import Boxes
 from .base import LeastSquares, sparse_rows
 
 
-def _split_axis(lo: np.ndarray, hi: np.ndarray, owner: np.ndarray, axis: int, b: int):
-    """Split every box along ``axis`` into min(b, side) parts of near-equal size."""
-    side = hi[:, axis] - lo[:, axis] + 1
+def _index_dtype(n: int) -> type:
+    """int32 for node and cell indices when they fit (half the memory of int64), else int64."""
+    return np.int32 if n < 2**31 else np.int64
+
+
+def _split_axis(lo: list, hi: list, axis: int, b: int) -> tuple[list, list]:
+    """Split every box (per-axis corner columns ``lo``, ``hi``) along ``axis`` into
+    c = min(b, side) parts of near-equal size, the first side mod c parts one cell longer; the
+    parts of a box are consecutive. Part j of every box is written in one strided pass, so no
+    temporary is as large as the result."""
+    side = hi[axis] - lo[axis] + 1
     parts = np.minimum(b, side)
-    box = np.repeat(np.arange(side.size), parts)
-    j = np.arange(box.size) - np.repeat(np.cumsum(parts) - parts, parts)
-    base, extra = side[box] // parts[box], side[box] % parts[box]
-    start = lo[box, axis] + j * base + np.minimum(j, extra)
-    new_lo, new_hi = lo[box].copy(), hi[box].copy()
-    new_lo[:, axis] = start
-    new_hi[:, axis] = start + base + (j < extra) - 1
-    return new_lo, new_hi, owner[box]
+    base, extra = side // parts, side % parts
+    first = np.cumsum(parts) - parts
+    total = int(first[-1] + parts[-1])
+    start, stop = np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)
+    for j in range(int(parts.max())):
+        has = slice(None) if j < parts.min() else np.flatnonzero(parts > j)
+        at, size, longer = first[has] + j, base[has], j < extra[has]
+        start[at] = lo[axis][has] + j * size + np.minimum(j, extra[has])
+        stop[at] = start[at] + size + longer - 1
+    new_lo = [start if a == axis else np.repeat(c, parts) for a, c in enumerate(lo)]
+    new_hi = [stop if a == axis else np.repeat(c, parts) for a, c in enumerate(hi)]
+    return new_lo, new_hi
+
+
+def _levels(domain: tuple[int, ...], b: int):
+    """The hierarchy level by level, root first: (lo, hi, split, counts) with ``lo``, ``hi`` the
+    per-axis corner columns of the level's boxes, ``split`` the positions of the previous
+    level's nodes that have children here and ``counts`` how many each (None at the root)."""
+    lo, hi = [np.zeros(1, dtype=np.int64) for _ in domain], [np.array([s - 1], dtype=np.int64) for s in domain]
+    yield lo, hi, None, None
+    while True:
+        split = np.flatnonzero(np.any([h > l for l, h in zip(lo, hi)], axis=0))
+        if split.size == 0:
+            return
+        lo, hi = [c[split] for c in lo], [c[split] for c in hi]
+        counts = np.prod([np.minimum(b, h - l + 1) for l, h in zip(lo, hi)], axis=0)
+        for axis in range(len(domain)):
+            lo, hi = _split_axis(lo, hi, axis, b)
+        yield lo, hi, split, counts
 
 
 class Hierarchy:
     """A b-ary (per axis) tree of boxes over ``domain``, down to single cells.
 
-    Attributes: ``lo``, ``hi`` (N × d boxes), ``parent`` (root: -1), ``level_starts`` (nodes of
-    level l are ``level_starts[l]:level_starts[l+1]``), ``leaf_of_cell`` (K,), ``is_leaf`` (N,).
+    Attributes: ``lo``, ``hi`` (N × d boxes, made on first use: the passes over the tree never
+    need them), ``parent`` (root: -1), ``level_starts`` (nodes of level l are
+    ``level_starts[l]:level_starts[l+1]``), ``leaf_of_cell`` (K,), ``is_leaf`` (N,). The children
+    of a node are consecutive nodes of the next level, so passes over the tree are segment sums
+    (:meth:`child_sums`) and repeats (:meth:`to_children`), never index scatters.
     """
 
     def __init__(self, domain, branching: int):
         self.domain = check_shape(domain, "domain")
         self.branching = check_int(branching, "branching", minimum=2)
-        d = len(self.domain)
-        los = [np.zeros((1, d), dtype=np.int64)]
-        his = [np.array([self.domain], dtype=np.int64) - 1]
-        parents = [np.array([-1], dtype=np.int64)]
-        starts = [0, 1]
-        while True:
-            lo, hi = los[-1], his[-1]
-            split = np.flatnonzero((hi > lo).any(axis=1))
-            if split.size == 0:
-                break
-            ids = starts[-2] + split
-            c_lo, c_hi, owner = lo[split], hi[split], ids
-            for axis in range(d):
-                c_lo, c_hi, owner = _split_axis(c_lo, c_hi, owner, axis, self.branching)
-            los.append(c_lo)
-            his.append(c_hi)
-            parents.append(owner)
-            starts.append(starts[-1] + c_lo.shape[0])
-        self.lo = np.concatenate(los)
-        self.hi = np.concatenate(his)
+        k = math.prod(self.domain)
+        index = _index_dtype(2 * k)  # a hierarchy has fewer than 2K nodes (every internal node has two children or more)
+        self.leaf_of_cell = np.empty(k, dtype=index)
+        parents, leaf_flags, starts = [], [], [0]
+        self._families: list[tuple[np.ndarray, np.ndarray]] = []  # per level: parents' positions, first children
+        self._child_counts: list[np.ndarray] = []
+        for lo, hi, split, counts in _levels(self.domain, self.branching):
+            if split is None:
+                parents.append(np.array([-1], dtype=index))
+            else:
+                self._families.append((split, np.cumsum(counts) - counts))
+                self._child_counts.append(counts)
+                parents.append(np.repeat((split + starts[-2]).astype(index), counts))
+            leaf = np.all([l == h for l, h in zip(lo, hi)], axis=0)
+            size = leaf.size
+            if leaf.all():  # (the last level): no index arrays
+                local, nodes = slice(None), np.arange(starts[-1], starts[-1] + size, dtype=index)
+            else:
+                local = np.flatnonzero(leaf)
+                nodes = (local + starts[-1]).astype(index)
+            cells = lo[0][local] if len(lo) == 1 else np.ravel_multi_index(tuple(c[local] for c in lo), self.domain)
+            self.leaf_of_cell[cells] = nodes
+            del lo, hi, cells, nodes
+            leaf_flags.append(leaf)
+            starts.append(starts[-1] + size)
         self.parent = np.concatenate(parents)
         self.level_starts = np.array(starts, dtype=np.int64)
-        self.is_leaf = (self.lo == self.hi).all(axis=1)
-        self.leaf_of_cell = np.empty(math.prod(self.domain), dtype=np.int64)
-        leaves = np.flatnonzero(self.is_leaf)
-        self.leaf_of_cell[np.ravel_multi_index(tuple(self.lo[leaves].T), self.domain)] = leaves
-        for a in (self.lo, self.hi, self.parent, self.level_starts, self.is_leaf, self.leaf_of_cell):
+        self.is_leaf = np.concatenate(leaf_flags)
+        for a in (self.parent, self.level_starts, self.is_leaf, self.leaf_of_cell):
             a.flags.writeable = False
-        # child → parent aggregation, level by level
-        self._gather = []
-        for level in range(self.height - 1):
-            first, last = self.level_starts[level], self.level_starts[level + 1]
-            child = np.arange(self.level_starts[level + 1], self.level_starts[level + 2])
-            local = self.parent[child] - first
-            self._gather.append(
-                sp.csr_array((np.ones(child.size), (local, np.arange(child.size))), shape=(last - first, child.size))
-            )
+
+    @functools.cached_property
+    def _boxes(self) -> tuple[np.ndarray, np.ndarray]:
+        levels = list(_levels(self.domain, self.branching))
+        lo, hi = (np.stack([np.concatenate([level[side][axis] for level in levels]) for axis in range(len(self.domain))],
+                           axis=1) for side in (0, 1))
+        lo.flags.writeable = False
+        hi.flags.writeable = False
+        return lo, hi
+
+    @property
+    def lo(self) -> np.ndarray:
+        """Lower corners of the nodes' boxes, (N, d), read-only."""
+        return self._boxes[0]
+
+    @property
+    def hi(self) -> np.ndarray:
+        """Upper corners (inclusive) of the nodes' boxes, (N, d), read-only."""
+        return self._boxes[1]
 
     @property
     def num_nodes(self) -> int:
@@ -126,6 +171,31 @@ class Hierarchy:
     def level(self, l: int) -> slice:
         return slice(int(self.level_starts[l]), int(self.level_starts[l + 1]))
 
+    def child_sums(self, level: int, values: np.ndarray) -> np.ndarray:
+        """For every node of ``level``, the sum over its children of ``values`` (one row per node
+        of level + 1); 0 on leaves."""
+        inner, first = self._families[level]
+        sums = np.add.reduceat(values, first, axis=0)
+        size = self.level_starts[level + 1] - self.level_starts[level]
+        if inner.size == size:
+            return sums
+        out = np.zeros((size,) + sums.shape[1:], dtype=sums.dtype)
+        out[inner] = sums
+        return out
+
+    def to_children(self, level: int, values: np.ndarray) -> np.ndarray:
+        """Every node of level + 1 takes its parent's row of ``values`` (one row per node of ``level``)."""
+        inner = self._families[level][0]
+        size = self.level_starts[level + 1] - self.level_starts[level]
+        return np.repeat(values if inner.size == size else values[inner], self._child_counts[level], axis=0)
+
+    def gather(self, level: int) -> sp.csr_array:
+        """The child → parent aggregation of ``level`` as a sparse matrix (nodes of ``level`` ×
+        nodes of level + 1): :meth:`child_sums` for callers that multiply by it."""
+        first, last = self.level_starts[level], self.level_starts[level + 1]
+        local = self.parent[self.level(level + 1)] - first
+        return sp.csr_array((np.ones(local.size), (local, np.arange(local.size))), shape=(last - first, local.size))
+
     def __repr__(self) -> str:
         return f"<Hierarchy over {self.domain}: branching {self.branching}, {self.height} levels, {self.num_nodes} nodes>"
 
@@ -134,7 +204,8 @@ class TreeStrategy(LeastSquares, Boxes):
     """Strategy measuring node n of a hierarchy as w_n · (sum of its box); w_n = 0 skips the node.
 
     Full column rank is checked: the root total must be estimable and no node may have two
-    children whose subtrees are entirely unmeasured.
+    children whose subtrees are entirely unmeasured. Only the node variances V are held (and
+    the weights, as one number when they are all equal); α and β are formed level by level.
     """
 
     def __init__(self, hierarchy: Hierarchy, weights, name: str | None = None):
@@ -143,56 +214,177 @@ class TreeStrategy(LeastSquares, Boxes):
         weights = check_real_array(weights, "weights", minimum=0).reshape(-1)  # a copy: never the caller's array
         if weights.shape != (hierarchy.num_nodes,):
             raise ValueError(f"weights must be {hierarchy.num_nodes} finite non-negative numbers, one per node, got {weights.size}")
-        measured = np.flatnonzero(weights > 0)
-        if measured.size == 0:
-            raise ValueError("weights must measure at least one node of a hierarchical strategy (some weight > 0)")
-        Boxes.__init__(
-            self, hierarchy.domain, hierarchy.lo[measured], hierarchy.hi[measured],
-            name=name or f"tree({shape_label(hierarchy.domain)}, b={hierarchy.branching})", weights=weights[measured],
-        )
-        self.hierarchy = hierarchy
-        self.node_weights = weights
-        self.node_weights.flags.writeable = False
-        self._measured = measured
-        self._coefficients()
+        per_level = weights[hierarchy.level_starts[:-1]]
+        if np.array_equal(weights, np.repeat(per_level, np.diff(hierarchy.level_starts))):
+            self._setup(hierarchy, per_level, None, name)  # as `hierarchical` makes them: held per level
+        else:
+            weights.flags.writeable = False
+            self._setup(hierarchy, None, weights, name)
 
-    def _coefficients(self) -> None:
-        """α (own share in the bottom-up pass) and β (share of the parent's discrepancy)."""
+    @classmethod
+    def per_level(cls, hierarchy: Hierarchy, level_weights, name: str | None = None) -> TreeStrategy:
+        """The strategy weighing every node of level l by ``level_weights[l]`` (no per-node array)."""
+        if not isinstance(hierarchy, Hierarchy):
+            raise TypeError(f"hierarchy must be a Hierarchy, got {type(hierarchy).__name__}")
+        weights = check_real_array(level_weights, "level_weights", minimum=0).reshape(-1)
+        if weights.shape != (hierarchy.height,):
+            raise ValueError(f"level_weights must have one entry per level ({hierarchy.height}), got {weights.size}")
+        strategy = cls.__new__(cls)
+        strategy._setup(hierarchy, weights, None, name)
+        return strategy
+
+    def _setup(self, h: Hierarchy, by_level: np.ndarray | None, by_node: np.ndarray | None, name: str | None) -> None:
+        """The measured nodes (a range when they are consecutive), the boxes' weights and V."""
+        self.hierarchy = h
+        self._by_level, self._by_node = by_level, by_node
+        positive = np.repeat(by_level > 0, np.diff(h.level_starts)) if by_node is None else by_node > 0
+        if not positive.any():
+            raise ValueError("weights must measure at least one node of a hierarchical strategy (some weight > 0)")
+        first, last = int(np.argmax(positive)), positive.size - int(np.argmax(positive[::-1]))
+        self._measured = slice(first, last) if positive[first:last].all() else np.flatnonzero(positive)
+        del positive
+        measured = by_level[by_level > 0] if by_node is None else by_node[self._measured]
+        if (measured == measured[0]).all():  # one weight: held once
+            box_weights = None if measured[0] == 1 else np.broadcast_to(measured[0], (self._count(),))
+        else:
+            box_weights = self.node_weights[self._measured].copy()
+            box_weights.flags.writeable = False
+        self._init_trusted(h.domain, self._count(), None, None, box_weights,
+                           name or f"tree({shape_label(h.domain)}, b={h.branching})")
+        self._variance = self._variances()
+
+    def _count(self) -> int:
+        """Number of measured nodes."""
+        m = self._measured
+        return m.stop - m.start if isinstance(m, slice) else int(m.size)
+
+    def _made_corners(self) -> tuple[np.ndarray, np.ndarray]:
+        """The measured nodes' boxes, from the hierarchy (whose passes never need them)."""
+        return self.hierarchy.lo[self._measured], self.hierarchy.hi[self._measured]
+
+    @property
+    def node_weights(self) -> np.ndarray:
+        """w_n of every node (read-only; weights constant on every level are held per level)."""
+        if self._by_node is not None:
+            return self._by_node
+        weights = np.repeat(self._by_level, np.diff(self.hierarchy.level_starts))
+        weights.flags.writeable = False
+        return weights
+
+    def _squared_weights(self, level: int) -> np.ndarray:
+        """w_n² of the nodes of ``level``, as a new array."""
+        nodes = self.hierarchy.level(level)
+        if self._by_node is None:
+            return np.full(nodes.stop - nodes.start, self._by_level[level] ** 2)
+        return self._by_node[nodes] ** 2
+
+    def _variances(self) -> np.ndarray:
+        """V_n = 1/(w_n² + 1/Σ_c V_c), bottom up (∞: the node's total is not estimable from its
+        subtree); raises when the strategy is rank deficient."""
         h = self.hierarchy
-        own = self.node_weights**2
-        variance = np.full(h.num_nodes, np.inf)
-        alpha = np.zeros(h.num_nodes)
-        beta = np.zeros(h.num_nodes)
-        child_var = np.full(h.num_nodes, np.inf)  # variance of Σ children's estimates
+        variance = np.empty(h.num_nodes)
         for l in range(h.height - 1, -1, -1):
             nodes = h.level(l)
+            precision = self._squared_weights(l)
             if l < h.height - 1:
-                kids = h.level(l + 1)
-                kid_var = variance[kids]
+                kid_var = variance[h.level(l + 1)]
                 unknown = np.isinf(kid_var)
-                local = h.parent[kids] - h.level_starts[l]
-                gather = h._gather[l]
-                sums = gather @ np.where(unknown, 0.0, kid_var)
-                n_unknown = gather @ unknown.astype(np.float64)
-                internal = ~h.is_leaf[nodes]
-                child_var[nodes] = np.where(internal & (n_unknown == 0), sums, np.inf)
-                share_known = np.where(unknown, 0.0, kid_var) / np.where(sums[local] > 0, sums[local], 1.0)
-                beta[kids] = np.where(n_unknown[local] > 0, unknown / np.maximum(n_unknown[local], 1), share_known)
-                if (n_unknown[internal] > 1).any():
+                n_unknown = h.child_sums(l, unknown.astype(np.int64))
+                if (n_unknown > 1).any():
                     raise ValueError(
                         "hierarchical strategy is rank deficient: a node has two or more children whose "
                         "subtrees are never measured"
                     )
-            precision = own[nodes] + np.where(np.isinf(child_var[nodes]), 0.0, 1.0 / child_var[nodes])
-            variance[nodes] = np.where(precision > 0, 1.0 / np.where(precision > 0, precision, 1.0), np.inf)
-            alpha[nodes] = np.where(precision > 0, own[nodes] / np.where(precision > 0, precision, 1.0), 0.0)
+                sums = h.child_sums(l, np.where(unknown, 0.0, kid_var))
+                known = ~h.is_leaf[nodes] & (n_unknown == 0)
+                precision[known] += 1.0 / sums[known]
+            with np.errstate(divide="ignore"):
+                variance[nodes] = 1.0 / precision
         if np.isinf(variance[0]):
             raise ValueError("hierarchical strategy is rank deficient: the total is never measured, even indirectly")
-        self._alpha, self._beta, self._variance = alpha, beta, variance
+        variance.flags.writeable = False
+        return variance
+
+    def _alpha(self, level: int) -> np.ndarray:
+        """α_n = w_n² V_n of the nodes of ``level``: each node's own share of its bottom-up
+        estimate (0 when unmeasured)."""
+        own = self._squared_weights(level)
+        return np.multiply(own, self._variance[self.hierarchy.level(level)], out=own, where=own > 0)
+
+    def _times_alpha(self, level: int, values: np.ndarray) -> None:
+        """``values`` (one row per node of ``level``) times α, in place; with one weight on the
+        level, as V times that weight squared, so no array of the level's size is formed."""
+        if self._by_node is not None:
+            values *= self._alpha(level)[:, None]
+        elif self._by_level[level] == 0:
+            values[...] = 0.0
+        else:
+            values *= self._variance[self.hierarchy.level(level)][:, None]
+            values *= self._by_level[level] ** 2
+
+    def _beta(self, level: int) -> np.ndarray:
+        """β_c of the nodes of level + 1: V_c / Σ_siblings V, or, in a family with an unmeasured
+        subtree c*, 1 on c* and 0 on its siblings."""
+        h = self.hierarchy
+        kid_var = self._variance[h.level(level + 1)]
+        unknown = np.isinf(kid_var)
+        if not unknown.any():
+            total = h.to_children(level, h.child_sums(level, kid_var))
+            return np.divide(kid_var, total, out=total)
+        known = np.where(unknown, 0.0, kid_var)
+        n_unknown = h.to_children(level, h.child_sums(level, unknown.astype(np.float64)))
+        sums = h.to_children(level, h.child_sums(level, known))
+        return np.where(n_unknown > 0, unknown / np.maximum(n_unknown, 1), known / np.where(sums > 0, sums, 1.0))
+
+    def _node_beta(self) -> np.ndarray:
+        """β of every node (the root's is 0)."""
+        h = self.hierarchy
+        beta = np.zeros(h.num_nodes)
+        for l in range(h.height - 1):
+            beta[h.level(l + 1)] = self._beta(l)
+        return beta
+
+    def _omega(self) -> np.ndarray:
+        """V_c where finite (an unmeasured subtree contributes no term)."""
+        return np.where(np.isfinite(self._variance), self._variance, 0.0)
+
+    # -- products and column norms by passes over the tree --------------------------------------
+    def _matmat(self, x):
+        """A x: node totals bottom up (segment sums of the children), times the weights."""
+        x = as_block(x)
+        h = self.hierarchy
+        totals = np.zeros((h.num_nodes, x.shape[1]), dtype=np.result_type(x.dtype, np.int64))
+        totals[h.leaf_of_cell] = x
+        for l in range(h.height - 2, -1, -1):
+            totals[h.level(l)] += h.child_sums(l, totals[h.level(l + 1)])
+        out = totals[self._measured]
+        return out if self.weights is None else out * self.weights[:, None]
+
+    def _rmatmat(self, y):
+        """Aᵀ y: every cell sums w_n y_n over the nodes above it, top down."""
+        y = as_block(y)
+        h = self.hierarchy
+        values = np.zeros((h.num_nodes, y.shape[1]), dtype=np.result_type(y.dtype, np.float64))
+        values[self._measured] = y if self.weights is None else y * self.weights[:, None]
+        for l in range(h.height - 1):
+            values[h.level(l + 1)] += h.to_children(l, values[h.level(l)])
+        return values[h.leaf_of_cell]
+
+    def cell_counts(self, norm: str = "l1") -> np.ndarray:
+        """Column norms: Σ w_n (L1) or Σ w_n² (squared L2) over the nodes holding each cell, by
+        one pass down the tree (not kept: it is as large as the domain)."""
+        key = "l1" if self.weights is None else check_norm(norm)
+        h = self.hierarchy
+        values = self.node_weights.astype(np.float64)
+        if key != "l1":
+            values **= 2
+        for l in range(h.height - 1):
+            values[h.level(l + 1)] += h.to_children(l, values[h.level(l)])
+        return values[h.leaf_of_cell]
 
     # -- the analytic error in closed form (module docstring) ---------------------------------
     def lstsq_frobenius_sq(self, workload: Workload) -> float:
-        """‖W A⁺‖_F² = Σ_q Var(q x̂) by the closed form of the module docstring: O(m·h) on 1-D
+        """‖W A⁺‖_F² = Σ_q Var(q x̂) by the closed form of the module docstring: O(N + m·h) on 1-D
         boxes, sparse loads on workloads with sparse rows; otherwise the generic blocks."""
         if workload.domain == self.domain:
             if isinstance(workload, Boxes) and len(self.domain) == 1:
@@ -202,14 +394,11 @@ class TreeStrategy(LeastSquares, Boxes):
                 return self._sparse_error(rows)
         return super().lstsq_frobenius_sq(workload)
 
-    def _omega(self) -> np.ndarray:
-        """V_c where finite (an unmeasured subtree contributes no term)."""
-        return np.where(np.isfinite(self._variance), self._variance, 0.0)
-
     def _sparse_error(self, rows) -> float:
         """Loads L = Q Π (Π[i, n] = π_n(i), only for the cells Q uses), then the family sums
         Σ_c ω_c (L_c - L_p)² = Σ_c ω_c L_c² - 2 L_p Σ_c ω_c L_c + L_p² Σ_c ω_c."""
         h = self.hierarchy
+        beta = self._node_beta()
         cells = np.flatnonzero(np.bincount(rows.indices, minlength=self.size))
         node = h.leaf_of_cell[cells]
         share = np.ones(cells.size)
@@ -220,7 +409,7 @@ class TreeStrategy(LeastSquares, Boxes):
             entry_cols.append(node)
             entry_vals.append(share)
             up = h.parent[node] >= 0
-            position, share, node = position[up], share[up] * self._beta[node[up]], h.parent[node[up]]
+            position, share, node = position[up], share[up] * beta[node[up]], h.parent[node[up]]
         profile = sp.csr_array(
             (np.concatenate(entry_vals), (np.concatenate(entry_rows), np.concatenate(entry_cols))),
             shape=(cells.size, h.num_nodes),
@@ -255,91 +444,102 @@ class TreeStrategy(LeastSquares, Boxes):
         return max(total, 0.0)
 
     def _ranges_error(self, workload: Boxes) -> float:
-        """1-D ranges [lo, hi]: per level, only the families holding lo or hi have children with
-        different loads, and a node's load is a difference of prefix sums of the cells' π."""
+        """1-D ranges [lo, hi] by walking up from the leaves of lo and hi. A node's load is 1
+        inside the range and 0 outside; only the nodes on the two paths are cut, and such a node
+        p has L_p = Σ_{inside children} β_c + Σ_{cut children} β_c L_c. Its family adds
+        Σ_c ω_c (L_c - L_p)²: ω_c L_p² outside, ω_c (1 - L_p)² inside, and the cut children's own
+        terms. Each step reads one family per query (its children are consecutive nodes), so the
+        cost is O(m·h·b) and nothing as large as the tree is formed."""
         h = self.hierarchy
-        k = h.domain[0]
+        width = max((int(c.max()) for c in h._child_counts), default=1)
+        step = max(1, CHUNK_ENTRIES // width)  # queries per pass: (queries × family) arrays stay bounded
         lo, hi = workload.lo[:, 0], workload.hi[:, 0]
-        node_lo, node_hi = h.lo[:, 0], h.hi[:, 0]
-        omega = self._omega()
-        omega_sum = np.concatenate([[0.0], np.cumsum(omega)])
-        first_child = np.searchsorted(h.parent, np.arange(h.num_nodes), side="left")
-        end_child = np.searchsorted(h.parent, np.arange(h.num_nodes), side="right")
-
-        def holder(level: int, cell: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            """The node of ``level`` containing each cell, and whether there is one."""
-            sl = h.level(level)
-            idx = np.maximum(np.searchsorted(node_lo[sl], cell, side="right") - 1, 0)
-            return sl.start + idx, (node_lo[sl][idx] <= cell) & (cell <= node_hi[sl][idx])
-
-        def load(prefix: np.ndarray, nodes: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-            a, b = np.maximum(a, node_lo[nodes]), np.minimum(b, node_hi[nodes])
-            return prefix[np.maximum(a, b + 1)] - prefix[a]
-
-        def weight(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
-            """Σ ω over the sibling indices [start, stop)."""
-            return omega_sum[np.maximum(start, stop)] - omega_sum[start]
-
-        def families(level, parent, a, b, lo_in, hi_in, prefix, child_prefix) -> np.ndarray:
-            """Σ_c ω_c (L_c - L_p)² over the children of ``parent``: L_c = 0 before lo and after
-            hi, 1 strictly between, computed for the (at most two) children holding lo or hi."""
-            first, end = first_child[parent], end_child[parent]
-            c_lo, c_hi = holder(level + 1, a)[0], holder(level + 1, b)[0]
-            own = load(prefix, parent, a, b)
-            outside = np.where(lo_in, weight(first, c_lo), 0.0) + np.where(hi_in, weight(c_hi + 1, end), 0.0)
-            inside = weight(np.where(lo_in, c_lo + 1, first), np.where(hi_in, c_hi, end))
-            term = outside * own**2 + inside * (1.0 - own) ** 2
-            term += np.where(lo_in, omega[c_lo] * (load(child_prefix, c_lo, a, b) - own) ** 2, 0.0)
-            hi_alone = hi_in & ~(lo_in & (c_hi == c_lo))
-            return term + np.where(hi_alone, omega[c_hi] * (load(child_prefix, c_hi, a, b) - own) ** 2, 0.0)
-
-        profile = np.ones(k)  # π of every cell within its ancestor at the current level
-        cells = np.arange(k)
-        total = np.zeros(lo.size)
-        child_prefix = None
-        for level in range(h.height - 1, -1, -1):
-            if child_prefix is not None:  # one level up: times the β of the node below
-                kids = h.level(level + 1)
-                which = np.cumsum(np.bincount(node_lo[kids], minlength=k)) - 1
-                covered = np.flatnonzero((which >= 0) & (cells <= node_hi[kids][np.maximum(which, 0)]))
-                profile[covered] *= self._beta[kids][which[covered]]
-            prefix = np.concatenate([[0.0], np.cumsum(profile)])
-            if child_prefix is not None:
-                p_lo, has_lo = holder(level, lo)
-                p_hi, has_hi = holder(level, hi)
-                has_lo &= ~h.is_leaf[p_lo]
-                has_hi &= ~h.is_leaf[p_hi] & ~(has_lo & (p_hi == p_lo))
-                q = np.flatnonzero(has_lo)
-                total[q] += families(level, p_lo[q], lo[q], hi[q], True, hi[q] <= node_hi[p_lo[q]], prefix, child_prefix)
-                q = np.flatnonzero(has_hi)
-                total[q] += families(level, p_hi[q], lo[q], hi[q], False, True, prefix, child_prefix)
-            child_prefix = prefix
-        total += self._variance[0] * (child_prefix[hi + 1] - child_prefix[lo]) ** 2
+        variances = np.concatenate([self._range_variances(lo[s : s + step], hi[s : s + step])
+                                    for s in range(0, lo.size, step)])
         weights = 1.0 if workload.weights is None else workload.weights**2
-        return max(float((weights * total).sum()), 0.0)
+        return max(float((weights * variances).sum()), 0.0)
+
+    def _range_variances(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Var(q x̂) of the ranges [lo, hi] (:meth:`_ranges_error`)."""
+        h = self.hierarchy
+        parent, starts = h.parent, h.level_starts
+        a = h.leaf_of_cell[lo].astype(np.int64)  # the cut node on lo's path, and its load
+        b = h.leaf_of_cell[hi].astype(np.int64)
+        load_a, load_b = np.ones(a.size), np.ones(b.size)
+        total = np.zeros(a.size)
+        while True:  # one family per query and step: the parent of the deeper path's node
+            busy = np.flatnonzero((a != 0) | (b != 0))
+            if busy.size == 0:
+                break
+            qa, qb, la, lb = a[busy], b[busy], load_a[busy], load_b[busy]
+            da, db = np.searchsorted(starts, qa, side="right"), np.searchsorted(starts, qb, side="right")
+            merged = qa == qb  # above the range's lowest common node: one cut child
+            both = ~merged & (da == db) & (parent[qa] == parent[qb])  # siblings: one family, two cuts
+            lo_up = ~merged & ~both & (da >= db)  # the family holds lo but not hi
+            hi_up = ~merged & ~both & ~lo_up  # ... hi but not lo
+            p = np.where(hi_up, parent[qb], parent[qa])  # parent's dtype: searchsorted then copies nothing
+            first, end = np.searchsorted(parent, p, side="left"), np.searchsorted(parent, p, side="right")
+            child = first[:, None] + np.arange(int((end - first).max()))  # the family, padded
+            present = child < end[:, None]
+            child = np.where(present, child, first[:, None])
+            var = self._variance[child]
+            unknown = np.isinf(var) & present
+            omega = np.where(present & ~unknown, var, 0.0)
+            n_unknown, family = unknown.sum(axis=1), omega.sum(axis=1)
+            beta = np.where((n_unknown > 0)[:, None], unknown / np.maximum(n_unknown, 1)[:, None],
+                            omega / np.where(family > 0, family, 1.0)[:, None])
+            cut, cut_load = np.where(hi_up, qb, qa), np.where(hi_up, lb, la)
+            start, stop = np.where(hi_up, first, qa + 1), np.where(lo_up, end, qb)  # children inside the range
+            inside = (child >= start[:, None]) & (child < stop[:, None]) & present
+            at_cut, at_second = child == cut[:, None], (child == qb[:, None]) & both[:, None]
+            load = (beta * (inside + at_cut * cut_load[:, None] + at_second * lb[:, None])).sum(axis=1)
+            # Σ_c ω_c (L_c - L_p)² with L_c = 1 inside, the path's load at a cut, 0 elsewhere
+            own = np.where(inside, 1.0, np.where(at_cut, cut_load[:, None], np.where(at_second, lb[:, None], 0.0)))
+            total[busy] += (omega * (own - load[:, None]) ** 2).sum(axis=1)
+            rise_a, rise_b = busy[~hi_up], busy[~lo_up]
+            a[rise_a], load_a[rise_a] = p[~hi_up], load[~hi_up]
+            b[rise_b], load_b[rise_b] = p[~lo_up], load[~lo_up]
+        return total + self._variance[0] * load_a**2
 
     # -- least squares: two passes and their adjoint ------------------------------------------
     def _pinv_matmat(self, y: np.ndarray) -> np.ndarray:
+        """Bottom up ẑ_n = s_n + α_n (z_n - s_n) (s_n: the children's ẑ summed), then top down
+        x̄_c = ẑ_c + β_c (x̄_p - s_p), both in place on one array of node values."""
         h = self.hierarchy
         y = np.asarray(y, dtype=np.float64)
-        z = np.zeros((h.num_nodes, y.shape[1]))
-        z[self._measured] = y / self.node_weights[self._measured, None]
-        est = np.empty_like(z)
-        sums = np.zeros_like(z)
+        if self.weights is not None and isinstance(self._measured, slice) and self._measured == slice(0, h.num_nodes):
+            est = y / self.weights[:, None]
+        else:
+            est = np.zeros((h.num_nodes, y.shape[1]))
+            est[self._measured] = y if self.weights is None else y / self.weights[:, None]
+        sums = []  # per level, s of the nodes with children
         for l in range(h.height - 1, -1, -1):
-            nodes = h.level(l)
-            if l < h.height - 1:
-                sums[nodes] = h._gather[l] @ est[h.level(l + 1)]
-            a = self._alpha[nodes, None]
-            est[nodes] = a * z[nodes] + (1 - a) * sums[nodes]
-        out = est.copy()
+            nodes = est[h.level(l)]
+            if l == h.height - 1:
+                self._times_alpha(l, nodes)
+                continue
+            s = h.child_sums(l, est[h.level(l + 1)])
+            sums.append(s)
+            nodes -= s
+            self._times_alpha(l, nodes)
+            nodes += s
+        sums.reverse()
         for l in range(h.height - 1):
             kids = h.level(l + 1)
-            parent = h.parent[kids]
-            out[kids] = est[kids] + self._beta[kids, None] * (out[parent] - sums[parent])
-        return out[h.leaf_of_cell]
+            kid_var = self._variance[kids]
+            gap = est[h.level(l)] - sums[l]
+            if np.isinf(kid_var).any():  # a family with an unmeasured subtree
+                shares = h.to_children(l, gap)
+                shares *= self._beta(l)[:, None]
+            else:  # β_c = V_c / Σ_siblings V: the parent's gap over its children's total, then × V_c
+                totals = h.child_sums(l, kid_var)[:, None]  # 0 at leaves, which have no children
+                shares = h.to_children(l, np.divide(gap, totals, out=np.zeros_like(gap), where=totals > 0))
+                shares *= kid_var[:, None]
+            est[kids] += shares
+        return est[h.leaf_of_cell]
 
     def _pinv_rmatmat(self, x: np.ndarray) -> np.ndarray:
+        """The adjoint of :meth:`_pinv_matmat`: its steps transposed, in reverse order."""
         h = self.hierarchy
         x = np.asarray(x, dtype=np.float64)
         out_bar = np.zeros((h.num_nodes, x.shape[1]))
@@ -349,19 +549,19 @@ class TreeStrategy(LeastSquares, Boxes):
         for l in range(h.height - 2, -1, -1):  # the top-down pass, reversed
             kids = h.level(l + 1)
             est_bar[kids] += out_bar[kids]
-            pushed = h._gather[l] @ (self._beta[kids, None] * out_bar[kids])
+            pushed = h.child_sums(l, self._beta(l)[:, None] * out_bar[kids])
             out_bar[h.level(l)] += pushed
             sums_bar[h.level(l)] -= pushed
         est_bar[0] += out_bar[0]
         z_bar = np.zeros_like(out_bar)
         for l in range(h.height):  # the bottom-up pass, reversed
             nodes = h.level(l)
-            a = self._alpha[nodes, None]
+            a = self._alpha(l)[:, None]
             z_bar[nodes] += a * est_bar[nodes]
             sums_bar[nodes] += (1 - a) * est_bar[nodes]
             if l < h.height - 1:
-                est_bar[h.level(l + 1)] += h._gather[l].T @ sums_bar[nodes]
-        return z_bar[self._measured] / self.node_weights[self._measured, None]
+                est_bar[h.level(l + 1)] += h.to_children(l, sums_bar[nodes])
+        return z_bar[self._measured] if self.weights is None else z_bar[self._measured] / self.weights[:, None]
 
 
 def hierarchical(domain, branching: int, root: bool = True, level_weights=None, name: str | None = None) -> TreeStrategy:
@@ -373,8 +573,6 @@ def hierarchical(domain, branching: int, root: bool = True, level_weights=None, 
     weights = np.ones(h.height) if level_weights is None else check_real_array(level_weights, "level_weights")
     if weights.shape != (h.height,):
         raise ValueError(f"level_weights must have one entry per level ({h.height}), got shape {weights.shape}")
-    node_weights = weights[h.depth]
     if not root:
-        node_weights = node_weights.copy()
-        node_weights[0] = 0.0
-    return TreeStrategy(h, node_weights, name=name)
+        weights[0] = 0.0  # the root is level 0, alone
+    return TreeStrategy.per_level(h, weights, name=name)

@@ -42,12 +42,6 @@ def _suffix_sums(table: np.ndarray, d: int) -> np.ndarray:
     return table
 
 
-def _readonly_ones(size: int) -> np.ndarray:
-    ones = np.ones(size, dtype=np.int64)
-    ones.flags.writeable = False
-    return ones
-
-
 def coverage(domain: tuple[int, ...], lo: np.ndarray, hi: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     """Number (or total weight) of the boxes [lo_r, hi_r] containing each cell, flat, in O(K + m·2^d)."""
     padded = tuple(k + 1 for k in domain)
@@ -76,7 +70,9 @@ class Boxes(Workload):
     def __init__(self, domain, lo, hi, name: str | None = None, weights=None):
         domain = check_shape(domain, "domain")
         if lo is None and hi is None and weights is None:  # one box per cell: valid by construction
-            self._init_cells(domain, name)
+            self._init_trusted(domain, math.prod(domain), None, None, None, name or f"cells({domain})")
+            self._counts["l1"] = np.broadcast_to(np.int64(1), (self.size,))  # all ones, held once
+            self._cells = True  # W = I: products copy their argument
             return
         d = len(domain)
         lo, hi = as_array(lo, "lo"), as_array(hi, "hi")
@@ -105,26 +101,40 @@ class Boxes(Workload):
             weights.flags.writeable = False
             if (weights == 1).all():
                 weights = None
+        lo, hi = lo.astype(np.int64), hi.astype(np.int64)  # copies: never the caller's arrays
+        lo.flags.writeable = False
+        hi.flags.writeable = False
+        self._init_trusted(domain, m, lo, hi, weights, name or f"boxes({domain}, m={m})")
+
+    def _init_trusted(self, domain: tuple[int, ...], num_boxes: int, lo: np.ndarray | None, hi: np.ndarray | None,
+                      weights: np.ndarray | None, name: str) -> None:
+        """Boxes the library built valid: read-only int64 (m, d) corners, shared and not checked,
+        and weights None (all ones) or read-only positive numbers. Corners None: made on request
+        by :meth:`_made_corners` and never held."""
         self.weights = weights
         self.is_binary = weights is None
-        self.lo = lo.astype(np.int64)
-        self.hi = hi.astype(np.int64)
-        self.lo.flags.writeable = False
-        self.hi.flags.writeable = False
-        super().__init__(domain, m, name or f"boxes({domain}, m={m})")
+        self._lo, self._hi = lo, hi
+        super().__init__(domain, num_boxes, name)
         self._padded = tuple(s + 1 for s in domain)
         self._counts: dict[str, np.ndarray] = {}
+        self._cells = False
 
-    def _init_cells(self, domain: tuple[int, ...], name: str | None) -> None:
-        """The boxes of single cells in row-major order, one coordinate array for both corners
-        and the column norms known (all ones): no pass over the cells to check them."""
-        cells = np.arange(math.prod(domain), dtype=np.int64).reshape(-1, 1) if len(domain) == 1 else \
-            np.indices(domain).reshape(len(domain), -1).T.astype(np.int64)
+    def _made_corners(self) -> tuple[np.ndarray, np.ndarray]:
+        """The corners of boxes that do not hold them: here one box per cell in row-major order."""
+        cells = np.arange(self.size, dtype=np.int64).reshape(-1, 1) if len(self.domain) == 1 else \
+            np.indices(self.domain).reshape(len(self.domain), -1).T.astype(np.int64)
         cells.flags.writeable = False
-        self.weights, self.is_binary, self.lo, self.hi = None, True, cells, cells
-        super().__init__(domain, cells.shape[0], name or f"cells({domain})")
-        self._padded = tuple(s + 1 for s in domain)
-        self._counts = {"l1": _readonly_ones(cells.shape[0])}
+        return cells, cells
+
+    @property
+    def lo(self) -> np.ndarray:
+        """Lower corners, read-only (m, d) int64."""
+        return self._made_corners()[0] if self._lo is None else self._lo
+
+    @property
+    def hi(self) -> np.ndarray:
+        """Upper corners (inclusive), read-only (m, d) int64."""
+        return self._made_corners()[1] if self._hi is None else self._hi
 
     @functools.cached_property
     def _corners(self) -> sp.csr_array:
@@ -154,10 +164,15 @@ class Boxes(Workload):
         return padded.reshape(-1, x.shape[1])
 
     def _matmat(self, x):
-        return self._corners @ self._prefix_table(as_block(x))
+        x = as_block(x)
+        if self._cells:
+            return np.array(x, dtype=np.result_type(x.dtype, np.int64))
+        return self._corners @ self._prefix_table(x)
 
     def _rmatmat(self, y):
         y = as_block(y)
+        if self._cells:
+            return np.array(y, dtype=np.result_type(y.dtype, np.int64))
         d = len(self.domain)
         table = _suffix_sums((self._corners.T @ y).reshape(self._padded + (y.shape[1],)), d)
         return table[(slice(1, None),) * d].reshape(self.size, y.shape[1])
@@ -242,22 +257,31 @@ class Boxes(Workload):
         """
         u, v = self._check_pairs(u, v)
         check_norm(norm)
-        counts = self.cell_counts(norm)
-        out = np.empty(u.size)
         bottom = v == self.size
-        out[bottom] = counts[u[bottom]]
+        if not bottom.any():
+            return self._cell_pair_norms(u, v, norm)
+        out = np.empty(u.size)
+        out[bottom] = self.cell_counts(norm)[u[bottom]]
         cells = np.flatnonzero(~bottom)
-        if cells.size and len(self.domain) == 1 and np.all(np.abs(u[cells] - v[cells]) == 1):
-            # neighbouring cells a < a + 1 (a line's edges): the boxes holding exactly one of them
-            # start at a + 1 or end at a — O(m + K), whatever the boxes' lengths
-            weights = self._norm_weights(norm)
-            starts = np.bincount(self.lo[:, 0], weights=weights, minlength=self.size)
-            ends = np.bincount(self.hi[:, 0], weights=weights, minlength=self.size)
-            low = np.minimum(u[cells], v[cells])
-            out[cells] = starts[low + 1] + ends[low]
-        elif cells.size:
-            out[cells] = self._pair_norms(u[cells], v[cells], norm)
+        if cells.size:
+            out[cells] = self._cell_pair_norms(u[cells], v[cells], norm)
         return out
+
+    def _cell_pair_norms(self, u: np.ndarray, v: np.ndarray, norm: str) -> np.ndarray:
+        """:meth:`difference_norms` for pairs of cells (no ⊥)."""
+        if len(self.domain) != 1:
+            return self._pair_norms(u, v, norm)
+        gap = u - v
+        np.abs(gap, out=gap)
+        if not (gap == 1).all():
+            return self._pair_norms(u, v, norm)
+        del gap
+        # neighbouring cells a < a + 1 (a line's edges): the boxes holding exactly one of them
+        # start at a + 1 or end at a — O(m + K), whatever the boxes' lengths
+        weights = self._norm_weights(norm)
+        table = np.bincount(self.hi[:, 0], weights=weights, minlength=self.size).astype(np.float64)
+        table[:-1] += np.bincount(self.lo[:, 0], weights=weights, minlength=self.size)[1:]
+        return table[np.minimum(u, v)]
 
     def _pair_norms(self, u: np.ndarray, v: np.ndarray, norm: str = "l1") -> np.ndarray:
         d = len(self.domain)
