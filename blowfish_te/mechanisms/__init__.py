@@ -59,6 +59,7 @@ def _load_library(name: str | None = None) -> None:
 
 
 MECHANISMS.loader = _load_library
+_load_library("identity")  # the default mechanism (and the Laplace mechanism) load with the package
 
 
 __getattr__, __dir__, _WHERE = lazy_names(__name__, _EXPORTS, globals())
