@@ -1,5 +1,5 @@
 """Per-dataset accuracy of the 2-D mechanisms on the DPBench 2-D histograms (Hay et al. 2016):
-per-query RMSE over 2000 random rectangles at ε = 0.1 under unbounded DP, averaged over seeds.
+per-query RMSE over 2000 DPBench random rectangles at ε = 0.1 under unbounded DP, averaged over seeds.
 
     python benchmarks/accuracy_spatial.py [--data-dir ../shared/datasets/dpbench] [--side 128]
                                           [--seeds 10] [--scale N] [--mechanisms hb agrid ...]
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     args = parser.parse_args()
     shape = (args.side, args.side)
-    workload = bt.workloads.random_rects(shape, 2000, rng=0)
+    workload = bt.workloads.dpbench_ranges(shape, 2000, rng=0)
     policy = bt.policies.unbounded(shape)
     print("| dataset | N | " + " | ".join(args.mechanisms) + " |")
     print("|---" * (len(args.mechanisms) + 2) + "|")

@@ -16,7 +16,7 @@ mean over seeds, divided by the plain release's analytic error:
   the plain release), ``win×r`` (where the unchecked release won, ratio <= 0.5, the checked one is
   r > 1.1 times it).
 - 1-D prefixes and 2000 random ranges, scales 10⁵/10⁷, ε = 0.1: the same checks.
-- 2-D, 128², 2000 random rectangles, scales 10⁴/10⁶, ε 0.01/0.1: ``ugrid``, ``agrid``, ``privtree``,
+- 2-D, 128², 2000 DPBench random rectangles, scales 10⁴/10⁶, ε 0.01/0.1: ``ugrid``, ``agrid``, ``privtree``,
   ``dawa`` and ``adaptive`` over Identity under unbounded DP; ``adaptive`` under ``grid:1`` over the
   best linear strategy of ``auto``.
 - speed: DAWA under ``line`` against unbounded DP at K = 4096; ``adaptive`` against the mechanism
@@ -122,7 +122,7 @@ def ranges_cell(task):
 def grid_cell(task):
     name, shape, scale, eps, seeds = task
     x = datasets.dpbench_sample(shape, scale, domain=SHAPE_2D, rng=0)
-    w = wl.random_rects(SHAPE_2D, 2000, rng=0)
+    w = wl.dpbench_ranges(SHAPE_2D, 2000, rng=0)
     unbounded, grid = policies.unbounded(SHAPE_2D), policies.grid(SHAPE_2D)
     identity = bt.answer(w, x, unbounded, eps, "identity", rng=0).expected_mse
     r = {m: mse(m, w, x, unbounded, eps, seeds) / identity for m in ("ugrid", "agrid", "privtree", "dawa")}
@@ -177,7 +177,7 @@ def report_ranges(shapes_1d, seeds, workers) -> None:
 
 
 def report_grids(shapes_2d, seeds, workers) -> None:
-    print("## 2-D, 128², 2000 random rectangles: MSE over Identity's analytic error (unbounded DP); adaptive under grid:1 "
+    print("## 2-D, 128², 2000 DPBench random rectangles: MSE over Identity's analytic error (unbounded DP); adaptive under grid:1 "
           "over the best linear strategy\n")
     print("| shape | scale | ε | ugrid | agrid | privtree | dawa | adaptive | adaptive grid:1 (best linear) |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -1,7 +1,7 @@
 """Speed of the core: policy construction, the tree transform, W_G and sensitivities.
 
 Run: ``python benchmarks/bench_core.py`` (add ``--repeat N`` for more repetitions). Prints the best
-wall-clock time of each step; targets are from the core issue.
+wall-clock time of each step.
 """
 
 from __future__ import annotations

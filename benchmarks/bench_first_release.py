@@ -25,7 +25,7 @@ x = np.random.default_rng(0).integers(0, 50, shape).ravel()
 if large:
     w = bt.workloads.random_ranges(shape[0], 10_000, rng=0)
 else:
-    w = bt.workloads.prefix(shape) if len(shape) == 1 else bt.workloads.random_rects(shape, 2000, rng=0)
+    w = bt.workloads.prefix(shape) if len(shape) == 1 else bt.workloads.dpbench_ranges(shape, 2000, rng=0)
 policy = bt.policies.from_spec(spec, shape)
 start = time.perf_counter()
 release = bt.answer(w, x, policy, 1.0, mechanism, rng=0)

@@ -1,4 +1,4 @@
-"""Speed of the strategy library (strategy-library issue, item 7).
+"""Speed of the strategy library.
 
 Run: ``python benchmarks/bench_mechanisms.py [--skip-optimized]``. Times one full ``run`` (strategy,
 measurement, least squares, answers) on prefix workloads; "cold" includes building the strategy,
@@ -31,7 +31,7 @@ def main() -> None:
     cases = [
         ("1-D, K = 4096", wl.prefix(4096), 0.1, [M.Identity(), M.H2(), M.HB(), M.Privelet()]),
         ("1-D, K = 2^20", wl.prefix(2**20), 5.0, [M.Identity(), M.H2(), M.HB(), M.Privelet()]),
-        ("2-D, 1024 x 1024", wl.random_rects((1024, 1024), 2000, rng=0), 5.0, [M.HB(), M.QuadTree(), M.Privelet()]),
+        ("2-D, 1024 x 1024", wl.dpbench_ranges((1024, 1024), 2000, rng=0), 5.0, [M.HB(), M.QuadTree(), M.Privelet()]),
     ]
     for label, w, target, mechs in cases:
         x = rng.integers(0, 10, w.size)

@@ -1,5 +1,5 @@
 """Cold time and peak memory of one 2-D release per mechanism (a fresh process each, so the time
-includes planning and building strategies, not the import): 2000 random rectangles, ε = 0.1.
+includes planning and building strategies, not the import): 2000 DPBench random rectangles, ε = 0.1.
 
     python benchmarks/bench_spatial.py [--shapes 128 256] [--policies unbounded grid:1]
                                        [--data-dir ../shared/datasets/dpbench] [--dataset SF-CABS-E]
@@ -30,7 +30,7 @@ if path.exists():
     x = datasets.coarsen(np.load(path), shape).ravel()
 else:
     x = datasets.synthetic_2d(shape, 1_000_000, rng=0).ravel()
-w = bt.workloads.random_rects(shape, 2000, rng=0)
+w = bt.workloads.dpbench_ranges(shape, 2000, rng=0)
 policy = bt.policies.from_spec(spec, shape)
 linear = isinstance(bt.mechanisms.get_mechanism(mechanism), bt.mechanisms.LinearMechanism)
 tree = None if linear or policy.is_forest else "bfs"  # data-dependent on a cyclic policy: a spanning tree

@@ -1,6 +1,6 @@
 """Speed of tree embeddings: building trees and measuring the exact stretch on 10^6-cell policies.
 
-Run: ``python benchmarks/bench_trees.py``. Target (cyclic-policy issue): stretch under 2 s each.
+Run: ``python benchmarks/bench_trees.py``. Target: stretch under 2 s each.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Routes for 2-D grid policies: stretch of every candidate tree, expected error of every route for
-2000 random rectangles, and the automatic choice (cyclic-policy issue, item 8).
+2000 DPBench random rectangles, and the automatic choice.
 
 Run: ``python benchmarks/cyclic_routes_2d.py [--sizes 64 256] [--json out.json]``.
 The 64 × 64 rows are the test fixture ``tests/fixtures/grid_routes_64.json``.
@@ -22,7 +22,7 @@ SEED = 0
 def report(size: int, theta: int) -> dict:
     shape = (size, size)
     policy = policies.grid(shape, theta)
-    workload = wl.random_rects(shape, QUERIES, rng=SEED)
+    workload = wl.dpbench_ranges(shape, QUERIES, rng=SEED)
     start = time.perf_counter()
     candidates = trees.candidates(policy)
     stretches = {name: int(trees.stretch(policy, tree).maximum) for name, tree in candidates.items()}

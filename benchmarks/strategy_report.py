@@ -5,7 +5,7 @@ $BLOWFISH_TE_DATA; without data the regression section is skipped and measured e
 synthetic histogram — the error of a linear mechanism does not depend on the data).
 
 Headline tables, 1-D (prefix and 2000 random ranges, K cells; all ranges under unbounded DP) and
-2-D (2000 random rectangles on side² cells): every strategy × policy, with the route the planner chooses, the analytic per-query
+2-D (2000 DPBench random rectangles on side² cells): every strategy × policy, with the route the planner chooses, the analytic per-query
 RMSE, its MSE over the SVD lower bound of W P_G (``bounds.lower_bound``), the mean measured
 per-query RMSE over seeded releases, and the planning time (the optimiser's time for ``optimized``,
 whose strategies are computed there, and the tuning time for ``ordered_hierarchical_tuned``;
@@ -114,7 +114,7 @@ def main() -> None:
         for side in args.sides:
             shape = (side, side)
             policy_list = [policies.unbounded(shape), policies.complete(shape), policies.grid(shape, 1), policies.grid(shape, 4)]
-            table(f"2-D: 2000 random rectangles, {side}×{side} cells, eps = {eps}", wl.random_rects(shape, 2000, rng=0),
+            table(f"2-D: 2000 DPBench random rectangles, {side}×{side} cells, eps = {eps}", wl.dpbench_ranges(shape, 2000, rng=0),
                   policy_list, MECHANISMS_2D, eps, synthetic(shape), args.trials)
 
 

@@ -269,7 +269,7 @@ def test_sparse_data_keep_their_partition():
 @pytest.mark.parametrize("name, scale, eps", [("HEPTH", 10**7, 0.01), ("MEDCOST", 10**7, 0.01), ("SEARCHLOGS", 10**7, 0.01),
                                               ("MEDCOST", 10**5, 0.1), ("ADULT", 10**7, 0.1)])
 def test_dpbench_shapes_at_scale(name, scale, eps):
-    """The issue's failing cells (histogram, 4096 cells, 5 seeds): DAWA ≤ 1.15 × Identity,
+    """The formerly failing cells (histogram, 4096 cells, 5 seeds): DAWA ≤ 1.15 × Identity,
     partition-then-transform ≤ 1.15 × Transformed+Laplace, adaptive ≤ 1.15 × the better of its
     candidates, under DP and under line."""
     x = datasets.dpbench_sample(np.load(DATA / "1D" / f"{name}.npy"), scale, rng=0)

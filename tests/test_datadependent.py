@@ -166,7 +166,7 @@ def test_flat_data_gives_few_buckets_and_steps_are_found():
     k = 1024
     for seed in range(5):  # the cap K/32 = 32 leaves at least 32 buckets
         assert dawa_partition(np.zeros(k, dtype=int), 0.05, 0.1, rng=seed).max() + 1 <= 48
-        # without the guard, pieces whose noise happens to be negative win: the issue's failure
+        # without the guard, pieces whose noise happens to be negative win: the failure this guards against
         assert dawa_partition(np.zeros(k, dtype=int), 0.05, 0.1, rng=seed, guard=0.0).max() + 1 > 200
     steps = np.repeat([0, 300, 40, 300, 0], [300, 100, 200, 124, 300])
     for seed in range(3):
@@ -188,7 +188,7 @@ def test_dense_data_keeps_fine_buckets():
 
 def _noiseless_dawa_count(x: np.ndarray, epsilon2: float) -> int:
     """Buckets of DAWA's published objective without noise: Σ |x_i - mean| + 1/ε₂ per bucket over
-    intervals of dyadic length at every start (the issue's 'noiseless count')."""
+    intervals of dyadic length at every start (the 'noiseless count')."""
     scores = {}
     for j in range(int(math.log2(x.size)) + 1):
         windows = np.lib.stride_tricks.sliding_window_view(x.astype(float), 1 << j)

@@ -1,5 +1,5 @@
 """The strategy library: dense twins, brute-force sensitivities, exact expected errors
-against Monte-Carlo, and the regression targets of the strategy-library issue."""
+against Monte-Carlo, and the strategy library's regression targets."""
 
 import math
 

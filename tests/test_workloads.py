@@ -440,3 +440,31 @@ def test_box_frobenius_norm_from_the_boxes_equals_the_dense_one(ndim, m, seed, w
     boxes = wl.Boxes(shape, lo, hi, weights=weights)
     dense = dense_boxes(shape, lo, hi) * (1 if weights is None else weights[:, None])
     assert boxes.frobenius_sq() == pytest.approx(float((dense**2).sum()), rel=1e-12)
+
+
+def test_dpbench_ranges_draw_uniform_sides_then_uniform_corners():
+    """Every (lo, hi) of an axis of k cells has probability 1/k · 1/(k - s + 1), s = hi - lo + 1
+    (DPBench's RandomRange); checked per box on a 2-D grid, axes independent, within 5 standard
+    errors of the exact probabilities."""
+    shape, m = (4, 3), 60_000
+    w = wl.dpbench_ranges(shape, m, rng=5)
+    assert w.shape == (m, 12) and w.is_binary and ((w.lo >= 0) & (w.hi < shape) & (w.lo <= w.hi)).all()
+    for axis, k in enumerate(shape):
+        lo, hi = w.lo[:, axis], w.hi[:, axis]
+        for a in range(k):
+            for b in range(a, k):
+                p = 1 / k / (k - (b - a + 1) + 1)
+                seen = np.mean((lo == a) & (hi == b))
+                assert abs(seen - p) <= 5 * np.sqrt(p * (1 - p) / m), (axis, a, b)
+    both = np.mean((w.lo[:, 0] == 0) & (w.lo[:, 1] == 0))  # independence: P(both corners at 0)
+    p0 = np.mean(w.lo[:, 0] == 0) * np.mean(w.lo[:, 1] == 0)
+    assert abs(both - p0) <= 5 * np.sqrt(p0 / m)
+    area = (w.hi - w.lo + 1).prod(axis=1)
+    assert abs(area.mean() - np.prod([(k + 1) / 2 for k in shape])) <= 5 * area.std() / np.sqrt(m)
+
+
+def test_dpbench_ranges_are_seeded_and_named_by_spec():
+    assert np.array_equal(wl.dpbench_ranges(50, 10, rng=3).lo, wl.from_spec("dpbench_ranges:10", 50, seed=3).lo)
+    assert wl.from_spec({"kind": "dpbench_ranges", "queries": 7, "seed": 1}, (8, 8)).shape == (7, 64)
+    with pytest.raises(ValueError, match="m"):
+        wl.dpbench_ranges((8, 8), 0)

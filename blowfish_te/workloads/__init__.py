@@ -4,7 +4,7 @@ Builders return ready objects, in the style of networkx generators::
 
     W = workloads.prefix(4096)               # cumulative counts
     W = workloads.random_ranges(4096, 2000, rng=0)
-    W = workloads.random_rects((256, 256), 2000, rng=0)
+    W = workloads.dpbench_ranges((256, 256), 2000, rng=0)   # DPBench's random rectangles
 
 Every workload is a ``scipy.sparse.linalg.LinearOperator`` with its domain, Gram operator,
 column-difference norms (for sensitivities) and a sparse form where feasible.
@@ -48,6 +48,7 @@ __all__ = [
     "random_ranges",
     "rects",
     "random_rects",
+    "dpbench_ranges",
     "marginals",
     "from_matrix",
     "evenly_spaced_queries",
@@ -116,12 +117,35 @@ def rects(shape, lo, hi) -> Boxes:
 
 
 def random_rects(shape, m: int, rng: RNGLike = None) -> Boxes:
-    """m boxes with, on every axis, two endpoints drawn uniformly then sorted (DPBench's 2-D workload)."""
+    """m boxes with, on every axis, two endpoints drawn uniformly then sorted.
+
+    Sides come out short: on an axis of k cells the mean side is about k/3, so a box covers
+    about 1/9 of a 2-D grid (1,860 of 128² cells). This is not DPBench's workload, whose sides
+    are uniform: see :func:`dpbench_ranges`.
+    """
     shape = check_shape(shape, "shape")
     m = check_int(m, "m", minimum=1)
     gen = check_rng(rng)
     ends = np.stack([gen.integers(0, k, size=(2, m)) for k in shape], axis=-1)
     return Boxes(shape, ends.min(0), ends.max(0), name=f"random_rects({_fmt(shape)}, m={m})")
+
+
+def dpbench_ranges(shape, m: int, rng: RNGLike = None) -> Boxes:
+    """m boxes drawn as DPBench's random range queries are (Hay et al., SIGMOD 2016): on every
+    axis of k cells, a side s uniform on 1..k, then a lower corner uniform on 0..k - s, the axes
+    independent. Sides are uniform, so a box covers Π (k + 1)/2 cells on average (4,160 of 128²;
+    :func:`random_rects`, whose endpoints are uniform, covers under half of that). Any number of
+    dimensions; in 1-D these are ranges.
+
+    >>> dpbench_ranges((128, 128), 2000, rng=0).shape
+    (2000, 16384)
+    """
+    shape = check_shape(shape, "shape")
+    m = check_int(m, "m", minimum=1)
+    gen = check_rng(rng)
+    sides = np.stack([gen.integers(1, k + 1, size=m) for k in shape], axis=1)
+    lo = gen.integers(0, np.array(shape) - sides + 1)
+    return Boxes(shape, lo, lo + sides - 1, name=f"dpbench_ranges({_fmt(shape)}, m={m})")
 
 
 def marginals(shape, axes=None) -> Boxes:
@@ -205,6 +229,7 @@ SPEC_KINDS = {
     "all_ranges": _SpecKind(1, "use random_rects", False, lambda shape, count, seed: all_ranges(shape[0])),
     "random_ranges": _SpecKind(1, "use random_rects", True, lambda shape, count, seed: random_ranges(shape[0], count, rng=seed)),
     "random_rects": _SpecKind(2, "", True, lambda shape, count, seed: random_rects(shape, count, rng=seed)),
+    "dpbench_ranges": _SpecKind(None, "", True, lambda shape, count, seed: dpbench_ranges(shape, count, rng=seed)),
 }
 KINDS = tuple(SPEC_KINDS)
 
@@ -213,7 +238,8 @@ def from_spec(spec, shape, seed: int = 0) -> Workload:
     """The workload named by ``spec`` on a domain of ``shape`` (an int for 1-D).
 
     ``spec`` is a kind of :data:`KINDS` — ``"identity"``, ``"prefix"``, ``"all_ranges"`` (1-D),
-    ``"random_ranges:M"`` (1-D) or ``"random_rects:M"`` (2-D) with M queries drawn with ``seed`` —
+    ``"random_ranges:M"`` (1-D), ``"random_rects:M"`` (2-D) or ``"dpbench_ranges:M"`` (DPBench's
+    random boxes, any dimension) with M queries drawn with ``seed`` —
     or a mapping ``{"kind": ..., "queries": M, "seed": s}`` as in suite files. Raises
     :class:`SpecError` naming what is allowed.
 
