@@ -26,6 +26,8 @@ def test_grid_routes_match_the_fixture(expected):
         # a route skipped by its floor: the floor is below its true error and above the chosen one's
         for label, floor in floors.items():
             assert min(evaluated.values()) < floor <= routes[label] * (1 + 1e-9)
-    # the exact route wins on grids: every spanning tree of a grid has stretch of order k
-    assert all(v == "exact" for v in got["chosen"].values())
+    # the exact route or the stars tree (stretch 2) wins on grids: every other spanning tree of a
+    # grid has stretch of order k (with DPBench's large rectangles the identity gains a little
+    # from the stars tree's transform: 8,383 against 8,530 per query)
+    assert all(v == "exact" or v.startswith("transform[stars(") for v in got["chosen"].values())
     assert got["stretch"]["stars"] == 2 and min(v for n, v in got["stretch"].items() if n != "stars") >= 32
