@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import blowfish_te as bt
+from blowfish_te import workloads as wl
 from blowfish_te.strategies import GeneralStrategy, HaarStrategy, Hierarchy, TreeStrategy, greedy_hierarchy, hierarchical
 from blowfish_te.strategies.base import LeastSquares
 from blowfish_te.strategies.greedy import _CellSpace, _image_space, _QuerySpace
@@ -48,6 +49,39 @@ def test_tree_error_matches_least_squares_on_boxes(shape, branching, seed, unmea
         return
     workload = random_boxes(shape, 15, rng)
     assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(generic_error(strategy, workload), rel=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.tuples(st.integers(1, 5), st.integers(1, 4), st.integers(1, 4)), branching=st.integers(2, 4),
+       seed=st.integers(0, 2**31), unmeasured=st.floats(0, 0.5))
+def test_tree_error_on_boxes_in_three_dimensions(shape, branching, seed, unmeasured):
+    """The cut-node walk in 3-D, on DPBench's boxes with and without query weights."""
+    rng = np.random.default_rng(seed)
+    h = Hierarchy(shape, branching)
+    weights = rng.uniform(0.1, 2.0, h.num_nodes) * (rng.random(h.num_nodes) >= unmeasured)
+    try:
+        strategy = TreeStrategy(h, weights)
+    except ValueError:  # rank deficient: nothing to compare
+        return
+    boxes = wl.dpbench_ranges(shape, 12, rng=rng)
+    weighted = wl.Boxes(shape, boxes.lo, boxes.hi, weights=rng.uniform(0.5, 2.0, 12))
+    for workload in (boxes, weighted):
+        assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(generic_error(strategy, workload), rel=1e-9)
+
+
+def test_tree_error_on_rectangles_never_lists_their_cells(monkeypatch):
+    """HB and QuadTree on 2-D rectangles: the error from the nodes the boundaries cut, without the
+    workload's sparse form (one entry per (query, cell) pair)."""
+    shape = (40, 33)
+    boxes = wl.dpbench_ranges(shape, 50, rng=3)
+    expected = {b: generic_error(hierarchical(shape, b), boxes) for b in (2, 5)}
+
+    def refuse(self):
+        raise AssertionError("the sparse form of the workload was built")
+
+    monkeypatch.setattr(wl.Boxes, "tosparse", refuse)
+    for b, value in expected.items():
+        assert hierarchical(shape, b).lstsq_frobenius_sq(boxes) == pytest.approx(value, rel=1e-9)
 
 
 def test_tree_error_visits_the_unmeasured_family_correction():

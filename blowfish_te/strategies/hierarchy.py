@@ -36,6 +36,7 @@ workloads with sparse rows.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 import numpy as np
@@ -384,11 +385,12 @@ class TreeStrategy(LeastSquares, Boxes):
 
     # -- the analytic error in closed form (module docstring) ---------------------------------
     def lstsq_frobenius_sq(self, workload: Workload) -> float:
-        """‖W A⁺‖_F² = Σ_q Var(q x̂) by the closed form of the module docstring: O(N + m·h) on 1-D
-        boxes, sparse loads on workloads with sparse rows; otherwise the generic blocks."""
+        """‖W A⁺‖_F² = Σ_q Var(q x̂) by the closed form of the module docstring: on boxes from the
+        nodes their boundaries cut (1-D: O(m·h·b)), sparse loads on workloads with sparse rows;
+        otherwise the generic blocks."""
         if workload.domain == self.domain:
-            if isinstance(workload, Boxes) and len(self.domain) == 1:
-                return self._ranges_error(workload)
+            if isinstance(workload, Boxes):
+                return self._ranges_error(workload) if len(self.domain) == 1 else self._boxes_error(workload)
             rows = sparse_rows(workload)
             if rows is not None:
                 return self._sparse_error(rows)
@@ -500,6 +502,165 @@ class TreeStrategy(LeastSquares, Boxes):
             a[rise_a], load_a[rise_a] = p[~hi_up], load[~hi_up]
             b[rise_b], load_b[rise_b] = p[~lo_up], load[~lo_up]
         return total + self._variance[0] * load_a**2
+
+    def _boxes_error(self, workload: Boxes) -> float:
+        """Boxes in d dimensions by the nodes their boundaries cut, level by level from the
+        bottom. Every level's nodes are the products of one partition per axis (a node splits
+        each side into near-equal parts), so the nodes a box cuts are read off per axis — the
+        parts it meets but does not cover. A node's children form a grid (row-major, consecutive
+        nodes), so over the children a box covers, Σ β and Σ ω are one corner sum of per-family
+        prefix sums; the children it cuts bring the loads found one level down. A cut node p then
+        has L_p = Σ_covered β + Σ_cut β_c L_c and its family adds ω_out L_p² + ω_covered (1 - L_p)²
+        + Σ_cut ω_c (L_c - L_p)². Nothing proportional to the boxes' areas or to the families'
+        sizes per box is formed: O(N + m · the parts its boundary cuts)."""
+        h = self.hierarchy
+        d, n = len(self.domain), h.num_nodes
+        beta, omega = self._node_beta(), self._omega()
+        beta_sum, omega_sum = self._family_prefix(beta, omega)
+        parts = self._axis_parts()
+        ranges = [self._meets_and_covers(level_parts, workload.lo, workload.hi) for level_parts in parts]
+        first_child = np.zeros(n, dtype=np.int64)
+        for level, (inner, first_local) in enumerate(h._families):
+            first_child[h.level_starts[level] + inner] = h.level_starts[level + 1] + first_local
+        total = np.zeros(workload.num_queries)
+        below = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))  # (query, node, load)
+        for level in range(h.height - 2, -1, -1):
+            nodes = slice(h.level_starts[level], h.level_starts[level + 1])
+            level_lo, level_hi = h.lo[nodes], h.hi[nodes]
+            place = tuple(np.searchsorted(parts[level][a], level_lo[:, a]) for a in range(d))
+            grid = np.full(tuple(s.size for s in parts[level]), -1, dtype=np.int64)
+            grid[place] = np.arange(nodes.start, nodes.stop)
+            query, node = self._cut_nodes(ranges[level], grid)
+            if node.size == 0:
+                below = (query, node, np.zeros(0))
+                continue
+            # the children's parts on every axis, and the parts the box covers among them
+            kids, local = parts[level + 1], node - nodes.start
+            first = np.stack([np.searchsorted(kids[a], level_lo[local, a]) for a in range(d)], axis=1)
+            count = np.stack([np.searchsorted(kids[a], level_hi[local, a], side="right") for a in range(d)], axis=1) - first
+            s_in, e_in = ranges[level + 1][2][query], ranges[level + 1][3][query]
+            lo, hi = np.maximum(s_in, first) - first, np.minimum(e_in, first + count - 1) - first
+            start = first_child[node]
+            covered_beta = self._corner_sum(beta_sum, start, count, lo, hi)
+            covered_omega = self._corner_sum(omega_sum, start, count, lo, hi)
+            family = omega_sum[start + count.prod(axis=1) - 1]  # the last child's prefix: all of it
+            # the cut children's sums, gathered per (box, parent) from the level below
+            b_query, b_node, b_load = below
+            at = np.searchsorted(query * n + node, b_query * n + h.parent[b_node].astype(np.int64))
+            sums = [np.bincount(at, weights=v, minlength=node.size) for v in (
+                beta[b_node] * b_load, omega[b_node], omega[b_node] * b_load, omega[b_node] * b_load**2)]
+            load = covered_beta + sums[0]
+            outside = family - covered_omega - sums[1]
+            term = outside * load**2 + covered_omega * (1.0 - load) ** 2 + sums[3] - 2 * load * sums[2] + load**2 * sums[1]
+            total += np.bincount(query, weights=term, minlength=total.size)
+            below = (query, node, load)
+        root = np.ones(workload.num_queries)  # a box that covers everything has load 1 at the root
+        root[below[0]] = below[2]  # the boxes that cut it
+        total += self._variance[0] * root**2
+        weights = 1.0 if workload.weights is None else workload.weights**2
+        return max(float((weights * total).sum()), 0.0)
+
+    def _family_prefix(self, *values: np.ndarray) -> list[np.ndarray]:
+        """Inclusive prefix sums of each of ``values`` over every family's grid of children
+        (children are consecutive and row-major), stored at each child; the root keeps its value."""
+        h = self.hierarchy
+        outs = [v.astype(np.float64).copy() for v in values]
+        parts = self._axis_parts()
+        for level in range(h.height - 1):
+            inner, first_local = h._families[level]
+            parents = h.level_starts[level] + inner
+            first = h.level_starts[level + 1] + first_local
+            kids = parts[level + 1]
+            shape = np.stack([np.searchsorted(kids[a], h.hi[parents, a], side="right") - np.searchsorted(kids[a], h.lo[parents, a])
+                              for a in range(len(self.domain))], axis=1)
+            key = np.ravel_multi_index(tuple(shape.T), tuple(int(m) + 1 for m in shape.max(axis=0)))
+            for code in np.unique(key):
+                grid_shape = tuple(int(s) for s in shape[np.argmax(key == code)])
+                which = first[key == code]
+                index = which[:, None] + np.arange(math.prod(grid_shape))
+                for out in outs:
+                    block = out[index].reshape((which.size,) + grid_shape)
+                    for axis in range(1, block.ndim):
+                        np.cumsum(block, axis=axis, out=block)
+                    out[index] = block.reshape(which.size, -1)
+        return outs
+
+    @staticmethod
+    def _corner_sum(prefix: np.ndarray, first_child: np.ndarray, count: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Σ over the children in the local box lo..hi (per axis; empty where lo > hi) of each
+        family starting at ``first_child`` with ``count`` children per axis, from its prefix sums:
+        2^d corners, axis by axis on columns."""
+        d = count.shape[1]
+        strides = [np.ones(count.shape[0], dtype=np.int64)]  # row-major within the family
+        for axis in range(d - 1, 0, -1):
+            strides.insert(0, strides[0] * count[:, axis])
+        empty = np.zeros(count.shape[0], dtype=bool)
+        for axis in range(d):
+            empty |= lo[:, axis] > hi[:, axis]
+        out = np.zeros(count.shape[0])
+        for corner in itertools.product((False, True), repeat=d):
+            index, valid = first_child.astype(np.int64), ~empty
+            for axis, before in enumerate(corner):  # True: the cell just before lo on this axis
+                pick = lo[:, axis] - 1 if before else hi[:, axis]
+                valid = valid & (pick >= 0)
+                index = index + pick * strides[axis]
+            out[valid] += (-1.0 if sum(corner) % 2 else 1.0) * prefix[index[valid]]
+        return out
+
+    def _meets_and_covers(self, starts: list[np.ndarray], q_lo: np.ndarray, q_hi: np.ndarray):
+        """Per box and axis, the parts it meets (s..e) and those it covers (s_in..e_in)."""
+        d = len(starts)
+        s = np.stack([np.searchsorted(starts[a], q_lo[:, a], side="right") - 1 for a in range(d)], axis=1)
+        e = np.stack([np.searchsorted(starts[a], q_hi[:, a], side="right") - 1 for a in range(d)], axis=1)
+        last = [np.append(starts[a][1:], self.domain[a]) - 1 for a in range(d)]  # each part's last cell
+        s_in = s + np.stack([starts[a][s[:, a]] < q_lo[:, a] for a in range(d)], axis=1)
+        e_in = e - np.stack([last[a][e[:, a]] > q_hi[:, a] for a in range(d)], axis=1)
+        return s, e, s_in, e_in
+
+    def _axis_parts(self) -> list[list[np.ndarray]]:
+        """Per level, per axis, the first cells of the parts that level's nodes take on that axis
+        (parts of one cell carry down unchanged)."""
+        h = self.hierarchy
+        axes = [([np.zeros(1, dtype=np.int64)], [np.array([k - 1], dtype=np.int64)]) for k in self.domain]
+        parts = []
+        for _ in range(h.height):
+            parts.append([lo[0] for lo, _ in axes])
+            axes = [_split_axis(lo, hi, 0, h.branching) for lo, hi in axes]
+        return parts
+
+    @staticmethod
+    def _cut_nodes(ranges, grid: np.ndarray):
+        """(query, node), sorted, for every node of a level that a box meets but does not cover,
+        from the parts each box meets (s..e) and covers (s_in..e_in) per axis (``ranges``): a
+        node is cut when one of its parts is s < s_in or e > e_in — enumerated axis by axis,
+        earlier axes kept to the covered parts so that no node comes twice."""
+        s, e, s_in, e_in = ranges
+        m, d = s.shape
+        queries, nodes = [], []
+        for a in range(d):
+            sides = [(s[:, a], s[:, a] < s_in[:, a]), (e[:, a], (e[:, a] > e_in[:, a]) & ((e[:, a] != s[:, a]) | (s[:, a] == s_in[:, a])))]
+            for value, partial in sides:
+                lo = np.where(np.arange(d) < a, s_in, s)
+                hi = np.where(np.arange(d) < a, e_in, e)
+                lo[:, a], hi[:, a] = value, value
+                sizes = np.where(partial[:, None], np.maximum(hi - lo + 1, 0), 0)
+                count = sizes.prod(axis=1)
+                if count.sum() == 0:
+                    continue
+                query = np.repeat(np.arange(m), count)
+                rank = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+                index = []
+                for b in range(d - 1, -1, -1):  # mixed radix, last axis fastest
+                    size = sizes[query, b]
+                    index.append(lo[query, b] + rank % size)
+                    rank //= size
+                queries.append(query)
+                nodes.append(grid[tuple(index[::-1])])
+        if not queries:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        query, node = np.concatenate(queries), np.concatenate(nodes)
+        order = np.lexsort((node, query))  # sorted by (box, node): the level above looks them up
+        return query[order], node[order]
 
     # -- least squares: two passes and their adjoint ------------------------------------------
     def _pinv_matmat(self, y: np.ndarray) -> np.ndarray:
