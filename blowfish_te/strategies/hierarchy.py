@@ -516,8 +516,8 @@ class TreeStrategy(LeastSquares, Boxes):
         h = self.hierarchy
         d, n = len(self.domain), h.num_nodes
         beta, omega = self._node_beta(), self._omega()
-        beta_sum, omega_sum = self._family_prefix(beta, omega)
         parts = self._axis_parts()
+        beta_sum, omega_sum = self._family_prefix(parts, beta, omega)
         ranges = [self._meets_and_covers(level_parts, workload.lo, workload.hi) for level_parts in parts]
         first_child = np.zeros(n, dtype=np.int64)
         for level, (inner, first_local) in enumerate(h._families):
@@ -560,12 +560,12 @@ class TreeStrategy(LeastSquares, Boxes):
         weights = 1.0 if workload.weights is None else workload.weights**2
         return max(float((weights * total).sum()), 0.0)
 
-    def _family_prefix(self, *values: np.ndarray) -> list[np.ndarray]:
+    def _family_prefix(self, parts: list[list[np.ndarray]], *values: np.ndarray) -> list[np.ndarray]:
         """Inclusive prefix sums of each of ``values`` over every family's grid of children
-        (children are consecutive and row-major), stored at each child; the root keeps its value."""
+        (children are consecutive and row-major; ``parts`` from :meth:`_axis_parts`), stored at
+        each child; the root keeps its value."""
         h = self.hierarchy
         outs = [v.astype(np.float64).copy() for v in values]
-        parts = self._axis_parts()
         for level in range(h.height - 1):
             inner, first_local = h._families[level]
             parents = h.level_starts[level] + inner
