@@ -178,11 +178,15 @@ class HaarStrategy(LeastSquares, Workload):
         """1-D closed form: cells whose m-bit indices share t leading bits differ on the row of the
         block where they part (by 2) and on one row per finer level each (by 1 and 1), so the
         L1 norm is 2(m - t) and the squared L2 norm 2(m - t) + 2. Other dimensions: from the
-        columns' ∏(m_i + 1) non-zeros each."""
+        columns' ∏(m_i + 1) non-zeros each (a pair with ⊥: the column's own norm, ∏(m_i + 1))."""
         u, v = self._check_pairs(u, v)
         check_norm(norm)
         if len(self.domain) > 1:
-            return self._sparse_differences(u, v, norm)
+            out = np.full(u.size, float(math.prod(m + 1 for m in self.levels)))  # ⊥: a column's own norm
+            cells = np.flatnonzero(v < self.size)
+            if cells.size:
+                out[cells] = self._sparse_differences(u[cells], v[cells], norm)
+            return out
         m = self.levels[0]
         out = np.empty(u.size)
         bottom = v == self.size
