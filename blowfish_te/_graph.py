@@ -17,3 +17,16 @@ def signed_incidence(u: np.ndarray, v: np.ndarray, size: int) -> sp.csc_array:
     rows = np.concatenate([u, v[keep]])
     data = np.concatenate([np.ones(u.size, dtype=np.int64), -np.ones(int(keep.sum()), dtype=np.int64)])
     return sp.csc_array((data, (rows, np.concatenate([cols, cols[keep]]))), shape=(size, u.size))
+
+
+def csgraph_ready(matrix) -> sp.csr_array:
+    """``matrix`` as a CSR array with int32 indices where they fit, for ``scipy.sparse.csgraph``:
+    its kernels take only int32 indices before scipy 1.15 (shortest paths, Dijkstra) and 1.17.1
+    (minimum spanning trees), while arrays built from int64 coordinates carry int64 indices.
+    Every call into csgraph goes through here."""
+    graph = sp.csr_array(matrix)
+    if graph.indices.dtype == np.int32 and graph.indptr.dtype == np.int32:
+        return graph
+    if max(graph.shape) >= 2**31 or graph.nnz >= 2**31:
+        return graph  # beyond int32: only a scipy that takes int64 can hold it anyway
+    return sp.csr_array((graph.data, graph.indices.astype(np.int32), graph.indptr.astype(np.int32)), shape=graph.shape)

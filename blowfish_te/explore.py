@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse import csgraph
 
+from ._graph import csgraph_ready
 from ._validation import check_epsilon
 from .errors import SpecError
 from .policies import Policy, PolicySpec
@@ -61,7 +62,7 @@ def guarantees(policy: Policy) -> list[Guarantee]:
     first cell, along the first axis and, in 2-D, along the diagonal; and for a record's presence
     (cell 0 against ⊥), which only policies with ⊥ protect (else the count n is public)."""
     adjacency = policy.adjacency()
-    distances = csgraph.shortest_path(adjacency, method="D", unweighted=True, indices=0)
+    distances = csgraph.shortest_path(csgraph_ready(adjacency), method="D", unweighted=True, indices=0)
     shape = policy.shape
     rows = []
     for delta in _offsets(shape[0]):

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 from scipy.sparse.linalg import spsolve_triangular
 
+from ._graph import csgraph_ready
 from .errors import CyclicPolicyError
 from .policies import Policy
 
@@ -71,7 +72,7 @@ class RootedForest:
              (np.concatenate([edges[:, 0], roots]), np.concatenate([edges[:, 1], np.full(roots.size, top)]))),
             shape=(n, n),
         )
-        bfs, pred = csgraph.breadth_first_order(adj, top, directed=False, return_predecessors=True)
+        bfs, pred = csgraph.breadth_first_order(csgraph_ready(adj), top, directed=False, return_predecessors=True)
         parent = pred.astype(np.int64)
         parent[top] = -1
 

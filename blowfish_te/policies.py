@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
-from ._graph import signed_incidence
+from ._graph import csgraph_ready, signed_incidence
 from ._grid import offset_pairs, positive_offsets
 from ._grid import shape_label as _fmt
 from ._validation import as_array, check_int, check_shape, check_size, is_int
@@ -332,7 +332,7 @@ class Policy:
             u = np.concatenate(us) if us else np.zeros(0, dtype=np.int64)
             v = np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64)
             graph = sp.csr_array((np.ones(u.size, dtype=np.int8), (u, v)), shape=(n, n))
-            count, labels = csgraph.connected_components(graph, directed=False)
+            count, labels = csgraph.connected_components(csgraph_ready(graph), directed=False)
             self._cache["components"] = (int(count), _readonly(labels.astype(np.int64)))
         return self._cache["components"]
 
@@ -408,7 +408,7 @@ class Policy:
         iu, iv = self.vertex(u), self.vertex(v)
         if iu == iv:
             return 0
-        dist = csgraph.shortest_path(self.adjacency(), method="D", unweighted=True, indices=iu)
+        dist = csgraph.shortest_path(csgraph_ready(self.adjacency()), method="D", unweighted=True, indices=iu)
         d = dist[iv]
         return int(d) if np.isfinite(d) else math.inf
 

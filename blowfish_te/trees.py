@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
+from ._graph import csgraph_ready
 from ._grid import shape_label as _fmt
 from ._validation import check_int, check_shape, check_size, is_int
 from .forest import RootedForest
@@ -189,9 +190,9 @@ def _search_tree(policy: Policy, centre, name: str, weight: bool) -> Policy:
         shape=(n + 1, n + 1),
     )
     if weight:
-        _, pred = csgraph.dijkstra(graph, directed=False, indices=hub_, return_predecessors=True)
+        _, pred = csgraph.dijkstra(csgraph_ready(graph), directed=False, indices=hub_, return_predecessors=True)
     else:
-        _, pred = csgraph.breadth_first_order(graph, hub_, directed=False, return_predecessors=True)
+        _, pred = csgraph.breadth_first_order(csgraph_ready(graph), hub_, directed=False, return_predecessors=True)
     child = np.flatnonzero((pred[:n] >= 0) & (pred[:n] != hub_))
     return _forest(policy.shape, child, pred[child], name, has_bottom=policy.has_bottom)
 
@@ -211,7 +212,7 @@ def shortest_path(policy: Policy, centre=None) -> Policy:
 def mst(policy: Policy) -> Policy:
     """Minimum spanning forest of the policy graph, edges weighted by cell L1 distance (⊥ edges: 1)."""
     check_policy(policy)
-    tree = csgraph.minimum_spanning_tree(_weighted(policy, True)).tocoo()
+    tree = csgraph.minimum_spanning_tree(csgraph_ready(_weighted(policy, True))).tocoo()
     return _forest(policy.shape, tree.row, tree.col, f"mst({policy.name})", has_bottom=policy.has_bottom)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse import csgraph
 
+from .._graph import csgraph_ready
 from .._validation import check_histogram, check_int, check_shape
 from ..forest import RootedForest
 from ..noise import RNGLike, check_rng
@@ -108,7 +109,7 @@ def _candidates(policy: Policy, distance: int) -> tuple[np.ndarray, np.ndarray]:
             f"pairs at distance {distance} need all-pairs distances; {policy.name} has {policy.num_vertices} "
             f"vertices (limit {MAX_DISTANCE_VERTICES})"
         )
-    dist = csgraph.shortest_path(policy.adjacency(), method="D", unweighted=True)
+    dist = csgraph.shortest_path(csgraph_ready(policy.adjacency()), method="D", unweighted=True)
     a, b = np.nonzero(np.triu(dist == distance, k=1))
     return a.astype(np.int64), b.astype(np.int64)
 

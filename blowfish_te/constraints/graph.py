@@ -34,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
+from .._graph import csgraph_ready
 from .._validation import check_int
 from ..errors import ConstraintError
 from ..policies import CliqueEdges, OffsetEdges, Policy, complete
@@ -308,7 +309,7 @@ class _Search:
 def _strong_components(graph: PolicyGraph) -> list[np.ndarray]:
     n = graph.num_queries + 2
     adj = sp.csr_array((np.ones(len(graph.edges)), (graph.edges[:, 0], graph.edges[:, 1])), shape=(n, n))
-    count, labels = csgraph.connected_components(adj, directed=True, connection="strong")
+    count, labels = csgraph.connected_components(csgraph_ready(adj), directed=True, connection="strong")
     comps = [np.flatnonzero(labels == c) for c in range(count)]
     return sorted((c for c in comps if c.size > 1), key=len, reverse=True)
 
@@ -342,8 +343,8 @@ def longest_path(graph: PolicyGraph, max_steps: int = MAX_SEARCH_STEPS) -> tuple
     max_steps = check_int(max_steps, "max_steps", minimum=1)
     n = graph.num_queries + 2
     adj = sp.csr_array((np.ones(len(graph.edges)), (graph.edges[:, 0], graph.edges[:, 1])), shape=(n, n))
-    ahead = csgraph.breadth_first_order(adj, graph.source, directed=True, return_predecessors=False)
-    behind = csgraph.breadth_first_order(adj.T.tocsr(), graph.sink, directed=True, return_predecessors=False)
+    ahead = csgraph.breadth_first_order(csgraph_ready(adj), graph.source, directed=True, return_predecessors=False)
+    behind = csgraph.breadth_first_order(csgraph_ready(adj.T), graph.sink, directed=True, return_predecessors=False)
     allowed = (set(ahead.tolist()) & set(behind.tolist())) - {graph.source, graph.sink}
     succ = graph.successors()
     search = _Search(succ, max_steps, "the longest v+ → v- path (ξ)")
