@@ -24,7 +24,7 @@ def csgraph_ready(matrix) -> sp.csr_array:
     its kernels take only int32 indices before scipy 1.15 (shortest paths, Dijkstra) and 1.17.1
     (minimum spanning trees), while arrays built from int64 coordinates carry int64 indices.
     Every call into csgraph goes through here."""
-    graph = sp.csr_array(matrix)
+    graph = matrix if isinstance(matrix, sp.csr_array) else sp.csr_array(matrix)
     if graph.indices.dtype == np.int32 and graph.indptr.dtype == np.int32:
         return graph
     if max(graph.shape) >= 2**31 or graph.nnz >= 2**31:

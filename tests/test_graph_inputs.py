@@ -68,4 +68,5 @@ def test_csgraph_ready_keeps_the_graph():
     ready = csgraph_ready(graph)
     assert ready.indices.dtype == np.int32 and ready.indptr.dtype == np.int32
     assert np.array_equal(ready.toarray(), graph.toarray())
-    assert csgraph_ready(ready) is not None and csgraph_ready(ready).indices.dtype == np.int32
+    again = csgraph_ready(ready)  # already int32: the same index arrays, not copies
+    assert again.indices is ready.indices and again.indptr is ready.indptr

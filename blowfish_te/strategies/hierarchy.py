@@ -639,9 +639,9 @@ class TreeStrategy(LeastSquares, Boxes):
         queries, nodes = [], []
         for a in range(d):
             sides = [(s[:, a], s[:, a] < s_in[:, a]), (e[:, a], (e[:, a] > e_in[:, a]) & ((e[:, a] != s[:, a]) | (s[:, a] == s_in[:, a])))]
+            earlier = np.arange(d) < a
             for value, partial in sides:
-                lo = np.where(np.arange(d) < a, s_in, s)
-                hi = np.where(np.arange(d) < a, e_in, e)
+                lo, hi = np.where(earlier, s_in, s), np.where(earlier, e_in, e)
                 lo[:, a], hi[:, a] = value, value
                 sizes = np.where(partial[:, None], np.maximum(hi - lo + 1, 0), 0)
                 count = sizes.prod(axis=1)
