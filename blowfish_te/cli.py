@@ -347,8 +347,36 @@ def list_datasets(data_dir):
         click.echo(f"{name:<14} {'x'.join(map(str, shape)):>9}  {where}")
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
+@main.command()
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=pathlib.Path),
+              help="Folder to write to (default: the user's strategy cache, $BLOWFISH_TE_CACHE_DIR).")
+@click.option("--only", "names", multiple=True, help="A standard workload by name (repeatable; default all).")
+@click.option("--list", "list_only", is_flag=True, help="List the standard workloads and where each is stored; build nothing.")
+def strategies(out_dir, names, list_only):
+    """Optimise the standard workloads' strategies once (prefixes and all ranges over 2^8..2^12
+    cells, DPBench's rectangles over 64x64 and 128x128; up to ~100 s each), so that `optimized`
+    and `auto` use them at once in every later run."""
+    from .mechanisms import Optimized
+    from .strategies.standard import build_standard, standard_workloads
+    from .strategies.store import default_store, shipped_directory
+
+    try:
+        if list_only:
+            mech, store = Optimized(), default_store()
+            for name, build in standard_workloads().items():
+                key = mech.store_key(build())
+                shipped = key is not None and (shipped_directory() / f"{key}.npz").is_file()
+                where = "shipped" if shipped else ("cached" if store.contains(key) else "not built")
+                click.echo(f"{name:<30} {where}")
+            return
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            _check_output(out_dir / "strategy.npz")
+        for built in build_standard(out_dir, names or None):
+            click.echo(f"{built.name:<30} {built.status:<7} {built.seconds:7.1f} s  {built.strategy.name}")
+    except (ValueError, OSError) as err:
+        _fail(err)
+
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -414,3 +442,7 @@ def explore(shape_text, workload_spec, workload_seed, policy_specs, epsilons, me
         except ImportError as err:
             _fail(err)
         click.echo(f"figure: {plot_path}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
+from ._digest import digest
 from ._graph import csgraph_ready, signed_incidence
 from ._grid import offset_pairs, positive_offsets
 from ._grid import shape_label as _fmt
@@ -291,6 +292,13 @@ class Policy:
                 start += u.size
             self._cache["edges"] = _readonly(out)
         return self._cache["edges"]
+
+    def fingerprint(self) -> str:
+        """A digest of the shape and the edges (equal for policies with the same edges, whatever
+        their names), for results that depend on the policy alone."""
+        if "fingerprint" not in self._cache:
+            self._cache["fingerprint"] = digest("policy", self._shape, self._has_bottom, self.edges)
+        return self._cache["fingerprint"]
 
     def adjacency(self) -> sp.csr_array:
         """Symmetric 0/1 adjacency matrix over the vertices (cells, then ⊥ if present)."""

@@ -31,6 +31,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from ._cache import IdentityCache
+from ._digest import digest
 from ._graph import signed_incidence
 from ._validation import check_histogram, check_real_array
 from .forest import CyclicPolicyError, RootedForest, is_line
@@ -246,6 +247,13 @@ class TransformedWorkload(Workload):
 
     def tosparse(self) -> sp.csr_array:
         return self.base.times_incidence(self.tree.child, self.tree.parent)
+
+    def fingerprint(self) -> str | None:
+        """The base workload's digest with the tree's edges (None when the base has none)."""
+        base = self.base.fingerprint()
+        if base is None:
+            return None
+        return digest("transformed", base, self.tree.policy.size, self.tree.child, self.tree.parent)
 
     @property
     def structured_gram(self) -> bool:

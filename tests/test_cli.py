@@ -77,3 +77,19 @@ def test_the_console_script_reports_library_errors_in_one_line(tmp_path):
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"Error: {path}: line 2 is blank; a histogram CSV holds one count per field, "
                                                 "one row of cells per line"]
+
+
+def test_strategies_lists_the_shipped_set_and_builds_into_a_folder(tmp_path):
+    listed = CliRunner().invoke(main, ["strategies", "--list"])
+    assert listed.exit_code == 0, listed.output
+    lines = dict(line.split(None, 1) for line in listed.output.splitlines())
+    assert lines["prefix:4096"].strip() == "shipped" and lines["dpbench_ranges:2000@128x128"].strip() == "shipped"
+    out = tmp_path / "made"
+    built = CliRunner().invoke(main, ["strategies", "--out", str(out), "--only", "prefix:256"])
+    assert built.exit_code == 0, built.output
+    assert "prefix:256" in built.output and " built " in built.output
+    assert len(list(out.glob("*.npz"))) == 1
+    again = CliRunner().invoke(main, ["strategies", "--out", str(out), "--only", "prefix:256"])
+    assert " stored " in again.output and len(list(out.glob("*.npz"))) == 1
+    bad = CliRunner().invoke(main, ["strategies", "--out", str(out), "--only", "prefix:7"])
+    assert bad.exit_code == 1 and bad.output.startswith("Error:") and "allowed: prefix:256" in bad.output

@@ -156,7 +156,8 @@ def test_auto_picks_the_lowest_error_and_says_why():
     assert np.array_equal(release.answers, plan(w, pol, 0.5, "auto").release(x, rng=4).answers)
 
 
-def test_auto_skips_the_optimiser_beyond_its_budget():
+def test_auto_skips_the_optimiser_beyond_its_budget(monkeypatch, tmp_path):
+    monkeypatch.setenv("BLOWFISH_TE_CACHE_DIR", str(tmp_path))  # nothing stored: the optimiser would run
     w = wl.prefix(64)
     frugal = Auto(budget=0.0)
     chosen = plan(w, policies.unbounded(64), 0.5, frugal)
@@ -174,7 +175,7 @@ def test_auto_skips_the_optimiser_beyond_its_budget():
 
 
 def test_predicted_time_depends_on_sizes_only():
-    mech = Optimized()
+    mech = Optimized(store=False)
     assert mech.predicted_seconds(wl.prefix(4096)) == mech.predicted_seconds(wl.random_ranges(4096, 10, rng=0))
     assert mech.predicted_seconds(wl.prefix(4096)) > mech.predicted_seconds(wl.prefix(256))
     assert mech.predicted_seconds(wl.prefix(256), policies.threshold(256, 4)) > mech.predicted_seconds(wl.prefix(256))

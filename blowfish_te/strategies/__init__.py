@@ -15,6 +15,7 @@ _EXPORTS = {
     "blowfish_te.strategies.haar": ("HaarStrategy",),
     "blowfish_te.strategies.hierarchy": ("Hierarchy", "TreeStrategy", "hierarchical"),
     "blowfish_te.strategies.pidentity": ("PIdentityStrategy", "optimize_pidentity"),
+    "blowfish_te.strategies.store": ("StrategyStore",),
 }
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "HaarStrategy",
     "Hierarchy",
     "PIdentityStrategy",
+    "StrategyStore",
     "TreeStrategy",
     "greedy_hierarchy",
     "hierarchical",
@@ -40,3 +42,4 @@ if TYPE_CHECKING:
     from .haar import HaarStrategy
     from .hierarchy import Hierarchy, TreeStrategy, hierarchical
     from .pidentity import PIdentityStrategy, optimize_pidentity
+    from .store import StrategyStore

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
+from .._digest import digest
 from .._validation import check_index_array, check_size
 from .base import Workload, as_block, check_norm
 from .boxes import Boxes
@@ -50,6 +51,9 @@ class AllRanges(Workload):
             table = np.cumsum(np.flip(np.cumsum(np.flip(table, 1), axis=1), 1), axis=0)
             out[:, col] = np.diagonal(table)
         return out
+
+    def fingerprint(self) -> str:
+        return digest("all_ranges", self.size)
 
     def query_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         a, b = self._endpoints()

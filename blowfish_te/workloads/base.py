@@ -202,6 +202,12 @@ class Workload(LinearOperator):
         k = self.size
         return self.difference_norms(np.arange(k), np.full(k, k), norm)
 
+    def fingerprint(self) -> str | None:
+        """A digest of what defines the rows (equal for equal workloads, in any process), or None
+        when the workload cannot give one; results computed for a workload alone (optimised
+        strategies) are kept on disk under it."""
+        return None
+
     def query_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The inclusive cell bounds (lo, hi), each of shape (m, d), when every query counts one box
         of cells (ranges, prefixes, rectangles); None for other workloads."""

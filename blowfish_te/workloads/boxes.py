@@ -19,6 +19,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from .._digest import digest
 from .._grid import offset_pairs, positive_offsets, strides
 from .._validation import as_array, check_index_array, check_real_array, check_shape
 from .base import CHUNK_ENTRIES, Workload, as_block, check_norm
@@ -204,6 +205,13 @@ class Boxes(Workload):
         """Boolean (len(coords), m): whether each box contains each cell."""
         c = coords[:, None, :]
         return ((self.lo[None] <= c) & (c <= self.hi[None])).all(axis=2)
+
+    def fingerprint(self) -> str:
+        """Digest of the domain, corners and weights (one box per cell: the domain alone)."""
+        if self._lo is None:
+            return digest("cells", self.domain)
+        weights = "ones" if self.weights is None else self.weights
+        return digest("boxes", self.domain, self._lo, self._hi, weights)
 
     def query_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
         return (self.lo, self.hi) if self.weights is None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._digest import digest
 from .._validation import as_array, check_index_array
 from .base import CHUNK_ENTRIES, MAX_DENSE_ENTRIES, Workload, as_block, check_norm
 
@@ -46,6 +47,10 @@ class MatrixWorkload(Workload):
 
     def _rmatmat(self, y):
         return self.matrix.T @ as_block(y)
+
+    def fingerprint(self) -> str:
+        m = self.matrix
+        return digest("matrix", self.domain, m.shape, m.data, m.indices.astype(np.int64), m.indptr.astype(np.int64))
 
     def tosparse(self) -> sp.csr_array:
         return self.matrix.copy()

@@ -1,0 +1,74 @@
+"""The standard workloads whose optimised strategies ship with the package.
+
+Prefixes and all ranges over 2⁸…2¹² cells, and DPBench's 2,000 random rectangles (seed 0) over
+64² and 128² cells: the workloads of the DPBench and HDMM comparisons. Their strategies take up to
+about 100 s each to optimise (K = 4096), so they are built once with ``blowfish-te strategies``
+(into the user's cache, or with ``--out`` into the package's ``data/strategies`` folder before a
+release) and ``auto`` can weigh the optimised strategy within any time budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import workloads
+from ..workloads import Workload
+
+#: Sides of the 1-D standard workloads.
+SIDES_1D = (256, 512, 1024, 2048, 4096)
+#: Sides of the 2-D grids of DPBench's rectangles.
+SIDES_2D = (64, 128)
+#: Rectangles per 2-D standard workload, and their seed.
+RECTANGLES, RECTANGLES_SEED = 2000, 0
+
+
+def standard_workloads() -> dict[str, Callable[[], Workload]]:
+    """Builders of the standard workloads by name (``prefix:4096``, ``all_ranges:256``,
+    ``dpbench_ranges:2000@128x128``)."""
+    out: dict[str, Callable[[], Workload]] = {}
+    for k in SIDES_1D:
+        out[f"prefix:{k}"] = lambda k=k: workloads.prefix(k)
+        out[f"all_ranges:{k}"] = lambda k=k: workloads.all_ranges(k)
+    for side in SIDES_2D:
+        out[f"dpbench_ranges:{RECTANGLES}@{side}x{side}"] = (
+            lambda side=side: workloads.dpbench_ranges((side, side), RECTANGLES, rng=RECTANGLES_SEED))
+    return out
+
+
+@dataclass(frozen=True)
+class Built:
+    """One standard workload's strategy: where it came from and how long that took."""
+
+    name: str
+    status: str  # "stored" (found) or "built"
+    seconds: float
+    strategy: object
+
+
+def build_standard(out: str | Path | None = None, names=None) -> Iterator[Built]:
+    """Optimise the standard workloads' strategies (``names``, default all) that are not stored
+    yet, with :class:`~blowfish_te.mechanisms.Optimized`'s defaults, writing them to ``out``
+    (default: the user's cache directory). Yields one :class:`Built` per workload as it finishes."""
+    from ..mechanisms import Optimized
+    from .store import StrategyStore, cache_directory
+
+    table = standard_workloads()
+    names = list(table) if names is None else list(names)
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise ValueError(f"unknown standard workload(s) {unknown}; allowed: {', '.join(table)}")
+    directory = Path(out) if out is not None else cache_directory()
+    if directory is None:
+        raise ValueError("the strategy cache is turned off (BLOWFISH_TE_CACHE_DIR=off): give an output folder")
+    # the target folder alone decides what is missing, so a release build writes every file
+    store = StrategyStore(directory, shipped=False)
+    mech = Optimized(store=store)
+    for name in names:
+        workload = table[name]()
+        status = "stored" if store.contains(mech.store_key(workload)) else "built"
+        started = time.perf_counter()
+        strategy = mech.strategy(workload)
+        yield Built(name, status, time.perf_counter() - started, strategy)

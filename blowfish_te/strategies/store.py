@@ -1,0 +1,166 @@
+"""Optimised strategies kept on disk: computed once per (workload, policy, parameters, library version).
+
+A strategy depends on the workload, the policy and the optimiser's parameters only — never on
+data or ε — so it can be computed once and reused by every later release, in any process. Entries
+are keyed by a digest of the library version, the template, the workload's
+:meth:`~blowfish_te.workloads.Workload.fingerprint`, the policy's
+:meth:`~blowfish_te.policies.Policy.fingerprint` and the parameters; a workload without a
+fingerprint is not stored.
+
+Two places are read, in order: the strategies shipped inside the package (the standard workloads,
+built by ``blowfish-te strategies --out <package>/data/strategies``) and the user's cache directory
+(``$BLOWFISH_TE_CACHE_DIR``, else the platform's cache folder: ``$XDG_CACHE_HOME`` or
+``~/.cache`` on Linux, ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows, then
+``blowfish_te/strategies``). New strategies are written to the cache directory;
+``BLOWFISH_TE_CACHE_DIR=off`` turns writing (and reading it) off.
+
+Privacy does not rest on a stored file: a p-Identity strategy has columns of L1 norm 1 whatever
+its Θ >= 0, and every policy sensitivity is computed from the strategy actually loaded and the
+policy's edges. A damaged or foreign file is ignored and the strategy recomputed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .._digest import digest
+from .general import IdentityStrategy
+from .kronecker import KroneckerStrategy
+from .pidentity import PIdentityStrategy
+
+#: Environment variable naming the cache directory ("off" disables it).
+CACHE_ENV = "BLOWFISH_TE_CACHE_DIR"
+#: Revision of the optimisers and of the file format, part of every key: raise it whenever an
+#: optimiser would give a different strategy for the same parameters, so that no stale entry is read.
+REVISION = 1
+
+
+def cache_directory() -> Path | None:
+    """The user's strategy cache directory (see the module docstring), None when turned off."""
+    value = os.environ.get(CACHE_ENV)
+    if value is not None:
+        return None if value.strip().lower() in ("", "off", "none", "0") else Path(value).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "blowfish_te" / "strategies"
+
+
+def shipped_directory():
+    """The strategies shipped with the package (a :mod:`importlib.resources` traversable)."""
+    return resources.files("blowfish_te") / "data" / "strategies"
+
+
+def strategy_key(template: str, workload, policy, params: tuple) -> str | None:
+    """The entry's name: a digest of the library version, :data:`REVISION`, ``template``, the
+    workload's and the policy's fingerprints and ``params``; None when the workload has no fingerprint."""
+    from .. import __version__
+
+    fingerprint = workload.fingerprint()
+    if fingerprint is None:
+        return None
+    return digest("strategy", __version__, REVISION, template, fingerprint, None if policy is None else policy.fingerprint(), params)
+
+
+def to_arrays(strategy) -> dict[str, np.ndarray]:
+    """The arrays that define an identity, p-Identity or Kronecker (p-Identity factors) strategy."""
+    if isinstance(strategy, IdentityStrategy):
+        return {"kind": np.array("identity")}
+    if isinstance(strategy, PIdentityStrategy):
+        return {"kind": np.array("p-identity"), "theta": strategy.theta}
+    if isinstance(strategy, KroneckerStrategy):
+        factors = {f"theta_{i}": f.theta for i, f in enumerate(strategy.factors)}
+        return {"kind": np.array("kronecker"), **factors}
+    raise TypeError(f"cannot store a strategy of type {type(strategy).__name__}")
+
+
+def from_arrays(arrays, domain: tuple[int, ...]):
+    """The strategy :func:`to_arrays` described, over ``domain``; ValueError when they do not fit it."""
+    kind = str(arrays["kind"])
+    if kind == "identity":
+        return IdentityStrategy(domain)
+    if kind == "p-identity":
+        return PIdentityStrategy(np.asarray(arrays["theta"], dtype=np.float64), domain)
+    if kind == "kronecker":
+        factors = [PIdentityStrategy(np.asarray(arrays[f"theta_{i}"], dtype=np.float64), (k,))
+                   for i, k in enumerate(domain)]
+        return KroneckerStrategy(factors)
+    raise ValueError(f"unknown stored strategy kind {kind!r}")
+
+
+class StrategyStore:
+    """Reads shipped strategies and the cache directory, writes new ones to the cache directory.
+
+    ``directory`` None turns the cache directory off; ``shipped`` False skips the package's files.
+    """
+
+    def __init__(self, directory: str | Path | None, shipped: bool = True):
+        self.directory = None if directory is None else Path(directory)
+        self.shipped = shipped
+
+    def _candidates(self, key: str):
+        name = f"{key}.npz"
+        if self.shipped:
+            yield shipped_directory() / name
+        if self.directory is not None:
+            yield self.directory / name
+
+    def contains(self, key: str | None) -> bool:
+        """Whether a file for ``key`` exists (it may still fail to load)."""
+        return key is not None and any(path.is_file() for path in self._candidates(key))
+
+    def load(self, key: str | None, domain: tuple[int, ...]):
+        """The stored strategy for ``key`` over ``domain``, or None (absent, damaged or not fitting)."""
+        if key is None:
+            return None
+        for path in self._candidates(key):
+            if not path.is_file():
+                continue
+            try:
+                with path.open("rb") as handle, np.load(handle, allow_pickle=False) as arrays:
+                    strategy = from_arrays({name: arrays[name] for name in arrays.files}, domain)
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if strategy.domain == tuple(domain):
+                return strategy
+        return None
+
+    def save(self, key: str | None, strategy) -> None:
+        """Write ``strategy`` under ``key`` (atomically; a directory that cannot be written is skipped)."""
+        if key is None or self.directory is None:
+            return
+        arrays = to_arrays(strategy)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            handle, name = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+        except OSError:
+            return
+        try:
+            with os.fdopen(handle, "wb") as out:
+                np.savez_compressed(out, **arrays)
+            os.replace(name, self.directory / f"{key}.npz")
+        except OSError:
+            Path(name).unlink(missing_ok=True)
+
+    def get(self, key: str | None, domain: tuple[int, ...], compute: Callable[[], object]):
+        """The stored strategy for ``key``, else ``compute()`` (then stored)."""
+        strategy = self.load(key, domain)
+        if strategy is None:
+            strategy = compute()
+            self.save(key, strategy)
+        return strategy
+
+
+def default_store() -> StrategyStore:
+    """The store of shipped strategies and :func:`cache_directory` (read from the environment now)."""
+    return StrategyStore(cache_directory())

@@ -1,0 +1,188 @@
+"""Optimised strategies kept on disk: fingerprints, the store, the mechanism's use of it, and the
+strategies shipped for the standard workloads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import blowfish_te.strategies.pidentity as pidentity
+from blowfish_te import policies, trees, workloads
+from blowfish_te.mechanisms import Auto, Optimized
+from blowfish_te.strategies import IdentityStrategy, PIdentityStrategy, StrategyStore
+from blowfish_te.strategies.kronecker import KroneckerStrategy
+from blowfish_te.strategies.standard import standard_workloads
+from blowfish_te.strategies.store import cache_directory, default_store, shipped_directory, strategy_key
+from blowfish_te.transform import transform
+
+# -- fingerprints ------------------------------------------------------------------------------
+
+
+def test_equal_workloads_have_equal_fingerprints_and_different_ones_differ():
+    same = [
+        (workloads.prefix(64), workloads.prefix(64)),
+        (workloads.all_ranges(32), workloads.all_ranges(32)),
+        (workloads.dpbench_ranges((16, 16), 50, rng=3), workloads.dpbench_ranges((16, 16), 50, rng=3)),
+        (workloads.identity((4, 5)), workloads.identity((4, 5))),
+        (workloads.from_matrix(np.eye(3)), workloads.from_matrix(np.eye(3))),
+    ]
+    for a, b in same:
+        assert a.fingerprint() == b.fingerprint()
+    prints = [
+        workloads.prefix(64), workloads.prefix(65), workloads.all_ranges(64),
+        workloads.dpbench_ranges((16, 16), 50, rng=3), workloads.dpbench_ranges((16, 16), 50, rng=4),
+        workloads.identity((4, 5)), workloads.identity((5, 4)), workloads.identity(20),
+        workloads.Boxes((8,), [0, 2], [3, 5]), workloads.Boxes((8,), [0, 2], [3, 5], weights=[1.0, 2.0]),
+        workloads.from_matrix(np.eye(3)), workloads.from_matrix(2 * np.eye(3)),
+    ]
+    digests = [w.fingerprint() for w in prints]
+    assert len(set(digests)) == len(digests)
+
+
+def test_policy_fingerprint_follows_the_edges_not_the_name():
+    assert policies.line(8).fingerprint() == policies.threshold(8, 1).fingerprint()
+    assert policies.line(8).fingerprint() != policies.threshold(8, 2).fingerprint()
+    assert policies.line(8).fingerprint() != policies.line(9).fingerprint()
+
+
+def test_transformed_workload_fingerprint_depends_on_the_tree():
+    w = workloads.prefix(12)
+    complete = policies.threshold(12, 11)
+    line = transform(complete, trees.line(12)).workload(w)
+    star = transform(complete, trees.star(12)).workload(w)
+    assert line.fingerprint() == transform(policies.line(12)).workload(workloads.prefix(12)).fingerprint()
+    assert line.fingerprint() != star.fingerprint()
+    assert line.fingerprint() != transform(policies.line(12)).workload(workloads.all_ranges(12)).fingerprint()
+
+
+# -- the store ------------------------------------------------------------------------------------
+
+
+def _kinds():
+    theta = np.random.default_rng(0).random((3, 10))
+    return [
+        IdentityStrategy((10,)),
+        PIdentityStrategy(theta, (10,)),
+        KroneckerStrategy([PIdentityStrategy(theta[:2, :4], (4,)), PIdentityStrategy(theta[:, :5], (5,))]),
+    ]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_store_round_trip_is_exact(tmp_path, index):
+    strategy = _kinds()[index]
+    store = StrategyStore(tmp_path, shipped=False)
+    store.save("k", strategy)
+    loaded = store.load("k", strategy.domain)
+    assert type(loaded) is type(strategy)
+    w = workloads.prefix(strategy.domain) if len(strategy.domain) > 1 else workloads.all_ranges(strategy.size)
+    assert loaded.lstsq_frobenius_sq(w) == strategy.lstsq_frobenius_sq(w)
+    if isinstance(strategy, PIdentityStrategy):
+        assert np.array_equal(loaded.theta, strategy.theta)
+
+
+def test_store_ignores_damaged_and_foreign_files_and_recomputes(tmp_path):
+    store = StrategyStore(tmp_path, shipped=False)
+    (tmp_path / "bad.npz").write_bytes(b"not a numpy file")
+    assert store.contains("bad") and store.load("bad", (10,)) is None
+    store.save("other", PIdentityStrategy(np.ones((2, 7)), (7,)))
+    assert store.load("other", (10,)) is None  # 7 columns for 10 cells
+    computed = []
+    got = store.get("bad", (10,), lambda: computed.append(1) or IdentityStrategy((10,)))
+    assert computed == [1] and isinstance(got, IdentityStrategy)
+    assert isinstance(store.load("bad", (10,)), IdentityStrategy)  # rewritten
+
+
+def test_store_without_key_or_directory_writes_nothing(tmp_path):
+    StrategyStore(tmp_path, shipped=False).save(None, IdentityStrategy((3,)))
+    StrategyStore(None, shipped=False).save("k", IdentityStrategy((3,)))
+    assert list(tmp_path.iterdir()) == []
+    unwritable = tmp_path / "file"
+    unwritable.write_text("x")
+    StrategyStore(unwritable / "sub", shipped=False).save("k", IdentityStrategy((3,)))  # skipped, no error
+    assert not list(tmp_path.glob("**/*.npz"))
+
+
+def test_cache_directory_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("BLOWFISH_TE_CACHE_DIR", str(tmp_path))
+    assert cache_directory() == tmp_path
+    monkeypatch.setenv("BLOWFISH_TE_CACHE_DIR", "off")
+    assert cache_directory() is None and default_store().directory is None
+    monkeypatch.delenv("BLOWFISH_TE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    import sys
+    if sys.platform.startswith("linux"):
+        assert cache_directory() == tmp_path / "blowfish_te" / "strategies"
+
+
+# -- the mechanism ------------------------------------------------------------------------------
+
+
+def test_optimized_computes_once_then_loads(tmp_path, monkeypatch):
+    w = workloads.all_ranges(48)
+    store = StrategyStore(tmp_path, shipped=False)
+    first = Optimized(store=store)
+    assert first.predicted_seconds(w) > 0
+    error = first.expected_error(w, 1.0)
+    assert len(list(tmp_path.glob("*.npz"))) == 1
+    assert Optimized(store=store).predicted_seconds(w) == 0.0
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the stored strategy should have been used")
+
+    monkeypatch.setattr(pidentity, "minimize_nonnegative", refuse)
+    assert Optimized(store=store).expected_error(w, 1.0) == error
+    with pytest.raises(AssertionError, match="should have been used"):
+        Optimized(store=store, seed=1).expected_error(w, 1.0)  # another seed is another entry
+    with pytest.raises(AssertionError, match="should have been used"):
+        Optimized(store=False).expected_error(w, 1.0)
+
+
+def test_policy_aware_strategies_are_stored_per_policy(tmp_path):
+    w = workloads.prefix(32)
+    store = StrategyStore(tmp_path, shipped=False)
+    line = policies.line(32)
+    mech = Optimized(store=store, maxiter=100)
+    mech.policy_strategy(w, line)
+    keys = {mech.store_key(w), mech.store_key(w, line)}
+    assert len(keys) == 2
+    assert {p.stem for p in tmp_path.glob("*.npz")} == keys
+    assert Optimized(store=store, maxiter=100).predicted_seconds(w, line) == 0.0
+    assert Optimized(store=store, maxiter=100).predicted_seconds(w, policies.threshold(32, 2)) > 0
+
+
+def test_store_argument_is_checked():
+    with pytest.raises(TypeError, match="store must be True, False or a StrategyStore"):
+        Optimized(store="yes")
+
+
+def test_key_needs_a_fingerprint():
+    class Anonymous(workloads.Workload):
+        def _matmat(self, x):
+            return x
+
+        def _rmatmat(self, y):
+            return y
+
+    assert strategy_key("optimized", Anonymous((3,), 3, "anon"), None, ()) is None
+
+
+# -- shipped strategies -------------------------------------------------------------------------
+
+
+def test_every_standard_workload_ships_its_strategy_for_this_version():
+    mech = Optimized(store=StrategyStore(None))
+    expected = {mech.store_key(build()) for build in standard_workloads().values()}
+    shipped = {p.name[:-4] for p in shipped_directory().iterdir() if p.name.endswith(".npz")}
+    assert shipped == expected, "rebuild with: blowfish-te strategies --out blowfish_te/data/strategies"
+
+
+@pytest.mark.parametrize("name", ["prefix:256", "all_ranges:256", "dpbench_ranges:2000@64x64"])
+def test_auto_weighs_the_shipped_strategy_within_any_budget(name):
+    w = standard_workloads()[name]()
+    shipped_only = StrategyStore(None)
+    optimized = Optimized(store=shipped_only)
+    assert optimized.predicted_seconds(w) == 0.0
+    auto = Auto(budget=0.0)
+    pairs, note = auto.choices(w)
+    assert any(m.name == "optimized" for m, _ in pairs), note
+    assert auto.expected_error(w, 1.0) <= 1.01 * optimized.expected_error(w, 1.0)
