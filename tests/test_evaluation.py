@@ -61,6 +61,26 @@ def test_runner_is_deterministic_across_runs_and_processes(tmp_path):
     assert [r["mse"] for r in other] != [r["mse"] for r in rows]
 
 
+def test_worker_processes_are_spawned_on_every_platform(tmp_path, monkeypatch):
+    import concurrent.futures
+
+    import blowfish_te.evaluation.runner as runner
+
+    methods = []
+
+    class Recording(concurrent.futures.ProcessPoolExecutor):
+        def __init__(self, *args, mp_context=None, **kwargs):
+            methods.append(None if mp_context is None else mp_context.get_start_method())
+            super().__init__(*args, mp_context=mp_context, **kwargs)
+
+    monkeypatch.setattr(runner, "ProcessPoolExecutor", Recording)
+    suite = _suite(data_seeds=1)
+    run_suite(suite, tmp_path / "spawned", jobs=2)
+    assert methods == ["spawn"]
+    run_suite(suite, tmp_path / "one")
+    assert _table(tmp_path / "spawned") == _table(tmp_path / "one")
+
+
 def test_mechanisms_of_one_trial_share_their_seed(tmp_path):
     rows = run_suite(_suite(data_seeds=1), tmp_path)
     by_trial: dict = {}

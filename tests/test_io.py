@@ -5,6 +5,7 @@ import json
 import math
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -408,3 +409,16 @@ def test_an_engine_error_in_the_cli_is_one_line(tmp_path):
     assert result.exit_code == 1
     assert result.output.startswith("Error: ") and "Traceback" not in result.output
     assert isinstance(result.exception, SystemExit)
+
+
+def test_a_dict_of_columns_needs_no_pyarrow(monkeypatch):
+    """On a plain install (no pyarrow) a dict is counted in numpy, with the same rules; DuckDB,
+    asked for explicitly, says what to install."""
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
+    monkeypatch.setitem(sys.modules, "pyarrow.dataset", None)
+    result = io.histogram({"age": [34, 35, 35, 71]}, io.IntegerRange("age", 0, 99))
+    assert result.engine == "memory" and result.counts[[34, 35, 71]].tolist() == [1, 2, 1] and result.counted == 4
+    with pytest.raises(io.RecordError, match="missing"):
+        io.histogram({"age": [34.0, float("nan")]}, io.IntegerRange("age", 0, 99))
+    with pytest.raises(ImportError, match=r"through pyarrow: pip install pyarrow.*engine='memory'"):
+        io.histogram({"age": [34]}, io.IntegerRange("age", 0, 99), engine="duckdb")

@@ -8,6 +8,7 @@ import sys
 import sysconfig
 import tomllib
 import venv
+import zipfile
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -28,6 +29,12 @@ def test_the_listed_packages_are_the_package_folders():
 def test_a_wheel_in_a_fresh_environment_runs_a_named_suite(tmp_path):
     _run(sys.executable, "-m", "pip", "wheel", REPO, "--no-deps", "-q", "-w", tmp_path / "dist")
     wheel = next((tmp_path / "dist").glob("blowfish_te-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
+    assert "License-Expression: MIT" in metadata
+    assert all(f"Programming Language :: Python :: 3.{minor}" in metadata for minor in (11, 12, 13))
     env = tmp_path / "env"
     venv.EnvBuilder(with_pip=False).create(env)
     python = env / ("Scripts" if sys.platform == "win32" else "bin") / "python"

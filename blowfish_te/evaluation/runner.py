@@ -31,6 +31,7 @@ import csv
 import functools
 import itertools
 import json
+import multiprocessing
 import os
 import pathlib
 import threading
@@ -49,6 +50,11 @@ from .experiments import Experiment, experiment
 from .suite import Suite, SuiteError
 
 __all__ = ["Cell", "COLUMNS", "cells", "describe_failures", "run_suite", "read_rows"]
+
+#: How ``jobs > 1`` starts its worker processes: "spawn" on every platform (macOS's and Windows'
+#: default; Linux forks by default until Python 3.14, which warns when threads are running), so a
+#: suite runs the same way everywhere and no worker inherits a parent's threads or locks.
+START_METHOD = "spawn"
 
 #: Columns of the tidy table, in order.
 COLUMNS = [
@@ -336,7 +342,7 @@ def _run(suite: Suite, out: pathlib.Path, data_dir, jobs: int, resume: bool, pro
             for chunk in chunks:
                 record([context.run(c) for c in chunk])
         else:
-            with ProcessPoolExecutor(jobs) as pool:
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(START_METHOD)) as pool:
                 for rows in pool.map(functools.partial(_run_chunk, suite, data_dir), chunks):
                     record(rows)
     order = {c.key(suite): i for i, c in enumerate(cells(suite))}

@@ -86,6 +86,25 @@ def _duckdb():
     return duckdb
 
 
+def has_pyarrow() -> bool:
+    """Whether pyarrow can be imported (DuckDB reads dicts, Polars frames and IPC files through it)."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _arrow():
+    try:
+        import pyarrow
+    except ImportError:
+        raise ImportError("the DuckDB engine reads dicts of columns, Polars DataFrames and Arrow IPC files through "
+                          "pyarrow: pip install pyarrow (or 'blowfish_te[evaluation]'), or use engine='memory' for "
+                          "records in memory") from None
+    return pyarrow
+
+
 def _duckdb_relation(source, con):
     """A relation over the records, the CSV files it reads (to find skipped blank lines), and a name."""
     duckdb = _duckdb()
@@ -106,6 +125,7 @@ def _duckdb_relation(source, con):
             return rel, files, files[0]
         if form == "parquet":
             return con.read_parquet(files), None, files[0]
+        _arrow()
         import pyarrow.dataset as ds
 
         return con.from_arrow(ds.dataset(files, format="ipc")), None, files[0]
@@ -113,9 +133,9 @@ def _duckdb_relation(source, con):
     if names is not None:  # readers rename or drop a repeated name: refuse it before they do
         check_unique_columns(names, f"source {type(source).__name__}")
     if isinstance(source, dict):
-        import pyarrow as pa
-
-        source = pa.table({k: np.asarray(v) for k, v in source.items()})
+        source = _arrow().table({k: np.asarray(v) for k, v in source.items()})
+    elif type(source).__module__.startswith("polars"):
+        _arrow()
     try:
         if type(source).__module__.startswith("pandas"):
             return con.from_df(source), None, "DataFrame"

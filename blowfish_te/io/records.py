@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .domain import ABOVE, BELOW, INVALID, MISSING, OK, UNKNOWN, Grid, as_grid
-from .engines import duckdb_groups, memory_groups, spark_groups
+from .engines import duckdb_groups, has_pyarrow, memory_groups, spark_groups
 from .sources import RecordError, SqlQuery, csv_lines
 
 __all__ = ["ENGINES", "HistogramResult", "RecordError", "SqlQuery", "csv_lines", "histogram"]
@@ -54,6 +54,8 @@ def _engine_of(source, engine: str | None) -> str:
     module = type(source).__module__
     if module.startswith("pyspark"):
         return "spark"
+    if (isinstance(source, dict) or module.startswith("polars")) and not has_pyarrow():
+        return "memory"  # DuckDB scans these through Arrow; numpy counts them the same way
     return "duckdb"
 
 
@@ -74,7 +76,8 @@ def histogram(source=None, domain=None, *, sql: str | None = None, outside: str 
         nearest cell and reports how many. Missing, invalid and unknown values are always refused.
     engine : ``"duckdb"`` (default; a GROUP BY over the binned columns, out of core), ``"spark"``
         (default for Spark DataFrames; ``pip install 'blowfish_te[spark]'``) or ``"memory"``
-        (numpy, for in-memory sources).
+        (numpy, for in-memory sources; the default for a dict or a Polars DataFrame where pyarrow,
+        which DuckDB reads them through, is not installed).
     connection : a DuckDB connection (default: a new in-memory one) or a SparkSession.
 
     Returns
