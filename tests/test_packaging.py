@@ -42,7 +42,9 @@ def test_a_wheel_in_a_fresh_environment_runs_a_named_suite(tmp_path):
     # the dependencies come from this environment (a plain path: its .pth files, including an
     # editable install of the repository, are not run); blowfish_te itself only from the wheel
     (pathlib.Path(site) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q", wheel)
+    # --ignore-installed: where this environment holds a regular (not editable) install, pip would
+    # see it through that path and skip the wheel
+    _run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "--ignore-installed", "-q", wheel)
     where = _run(python, "-c", "import blowfish_te, blowfish_te.evaluation as e; print(blowfish_te.__file__); "
                  "print(e.SUITES_DIR)", cwd=tmp_path).stdout.split()
     assert all(pathlib.Path(p).is_relative_to(env) for p in where), where

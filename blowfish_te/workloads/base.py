@@ -85,6 +85,18 @@ class Workload(LinearOperator):
             kind = f"a ({rows}, n) block, one row per {unit}" if matrix else f"a vector of {rows} entries, one per {unit}"
             raise ValueError(f"{what} of {self.name} needs {kind}; got shape {shape}")
 
+    def dot(self, x):
+        """W x (also ``W @ x``), with this workload's message for a wrong shape: scipy >= 1.18
+        checks the shape in ``dot`` before ``matvec`` or ``matmat`` is reached."""
+        if not isinstance(x, LinearOperator) and not np.isscalar(x):
+            arr = np.asarray(x)
+            if arr.ndim == 1 or (arr.ndim == 2 and arr.shape[1] == 1):
+                return self.matvec(x)
+            if arr.ndim == 2:
+                return self.matmat(x)
+            self._check_rows(arr, "matmat", True)
+        return super().dot(x)
+
     def matvec(self, x):
         self._check_rows(x, "matvec", False)
         return super().matvec(x)
