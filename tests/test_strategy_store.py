@@ -3,6 +3,8 @@ strategies shipped for the standard workloads."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -109,7 +111,6 @@ def test_cache_directory_follows_the_environment(monkeypatch, tmp_path):
     assert cache_directory() is None and default_store().directory is None
     monkeypatch.delenv("BLOWFISH_TE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    import sys
     if sys.platform.startswith("linux"):
         assert cache_directory() == tmp_path / "blowfish_te" / "strategies"
 
