@@ -33,6 +33,12 @@ POLICY_MAXITER = 150
 MAX_EDGE_ENTRIES = 2**24
 
 
+def _template_seconds(starts: int, iterations: int, side: int, rows: int) -> float:
+    """Predicted seconds of ``starts`` optimisations of ``iterations`` each, one template of
+    ``rows`` rows over ``side`` cells (see :data:`SECONDS_PER_CELL_ROW`)."""
+    return starts * iterations * SECONDS_PER_CELL_ROW * side * rows * (rows + 32)
+
+
 def axis_edges(policy: Policy) -> list[tuple[np.ndarray, np.ndarray]]:
     """The policy's edges seen along each axis: the distinct pairs (u_a, v_a), u_a != v_a, of the
     coordinates of its edges, and (u_a, k_a) (⊥) for each ⊥ edge."""
@@ -105,7 +111,7 @@ class Optimized(LinearMechanism):
             rows = self.p or (kronecker_rows if boxes else default_rows)(max(sides))
             _, _, restarts, iterations = self._settings(workload, policy)
             starts = 3 * restarts + 2 if boxes else restarts
-            aware = sum(starts * iterations * SECONDS_PER_CELL_ROW * side * rows * (rows + 32) for side in sides)
+            aware = sum(_template_seconds(starts, iterations, side, rows) for side in sides)
             seconds += aware + starts * iterations * SECONDS_PER_EDGE_ROW * edges * rows
         return seconds
 
@@ -122,7 +128,7 @@ class Optimized(LinearMechanism):
         else:
             starts = self.restarts or default_restarts(side, rows)
             iterations = min(self.maxiter or PREDICTED_ITERATIONS, PREDICTED_ITERATIONS)
-        return starts * iterations * SECONDS_PER_CELL_ROW * side * rows * (rows + 32)
+        return _template_seconds(starts, iterations, side, rows)
 
     def _settings(self, workload: Workload, policy: Policy | None) -> tuple[str, object, int, int]:
         """(template, rows, restarts, iteration limit) of the optimisation for ``workload``, for
