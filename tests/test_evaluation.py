@@ -114,6 +114,20 @@ def test_a_suite_runs_each_of_its_domains_and_keeps_the_first_domains_keys(tmp_p
         _suite(domain=[[32], [0]])
 
 
+def test_a_mechanism_runs_only_on_the_domains_it_names(tmp_path):
+    both = _suite(domain=[[32], [16]], mechanisms=["identity", {"name": "hb", "domains": [[16]]}])
+    rows = run_suite(both, tmp_path)
+    assert {(r["mechanism"], r["domain"]) for r in rows} == {("identity", "32"), ("identity", "16"), ("hb", "16")}
+    unfiltered = _suite(domain=[[32], [16]], mechanisms=["identity", "hb"])
+    assert len(cells(unfiltered)) == len(cells(both)) + len(cells(unfiltered)) // 4
+    # a suite without a filter keeps the fingerprint it had before filters existed (its results resume)
+    assert unfiltered.fingerprint() == "6cfdeae3f551e88d" != both.fingerprint()
+    with pytest.raises(SuiteError, match=r"domains \[\[8\]\] are not among the suite's domains"):
+        _suite(domain=[[32], [16]], mechanisms=[{"name": "hb", "domains": [[8]]}])
+    with pytest.raises(SuiteError, match="domains applies only when the suite sets"):
+        _suite(domain=None, mechanisms=[{"name": "hb", "domains": [[8]]}])
+
+
 def test_rows_hold_parameters_errors_and_the_right_epsilon(tmp_path):
     rows = run_suite(_suite(), tmp_path)
     dawa = [r for r in rows if r["mechanism"] == "dawa"]

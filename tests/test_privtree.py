@@ -119,6 +119,16 @@ def test_split_decisions_cost_at_most_their_epsilon_for_every_neighbour(shape, m
     assert 0.3 <= worst <= 1.0 + 1e-9
 
 
+@pytest.mark.parametrize("epsilon", [0.25, 3.0])
+@pytest.mark.parametrize("shape", [(8,), (3, 3)])
+def test_split_decisions_cost_their_epsilon_at_every_epsilon(shape, epsilon, monkeypatch):
+    """The tree stage's noise scales with 1/ε: at a small ε the loss stays below ε (too little
+    noise would exceed it), at a large one it still reaches a fair part of it (not over-noised)."""
+    rng = np.random.default_rng(len(shape) * 10 + shape[0])
+    worst = max(worst_loss(rng.integers(0, high, shape), epsilon, monkeypatch) for high in (4, 12))
+    assert 0.3 * epsilon <= worst <= epsilon * (1 + 1e-9)
+
+
 def full_tree_loss(x, epsilon, monkeypatch) -> float:
     """Exact loss of the full binary tree (every split taken) between x and its neighbours at cell 0."""
     full = [np.ones(2**level, dtype=bool) for level in range(int(np.log2(x.size)))] + [np.zeros(0, dtype=bool)]

@@ -207,6 +207,38 @@ def test_lattice_laplace_is_exact(backend, size, margin):
     assert_fits_and_has_power(noise, t, margin)
 
 
+def test_lattice_scale_covers_the_worst_rounding_of_neighbours(monkeypatch):
+    """Exact privacy loss on neighbours built so that rounding to the grid adds d - 1 grid steps
+    to their distance (the most it can with Δ/Λ whole): ‖k(v) - k(v')‖₁ / t must stay <= ε for the
+    scale t the release actually draws with."""
+    import blowfish_te.secure as secure
+
+    drawn = []
+
+    def no_noise(scale, size, backend=None):  # keeps the lattice scale, adds nothing
+        drawn.append(Fraction(scale))
+        return np.zeros(size, dtype=np.int64)
+
+    monkeypatch.setattr(secure, "discrete_laplace", no_noise)
+    d, delta, scale = 4, 1.0, 0.5  # ε = Δ / scale = 2
+    grid = Fraction(2) ** lattice_spacing(delta, d)
+    steps = int(Fraction(delta) / grid)  # Δ/Λ, whole
+    # v sits just below a half step (rounds down); three shifts of (Δ/(dΛ) - 1 + 1/32) steps each
+    # cross a half step (round up), the fourth takes the rest: ‖v - v'‖₁ = Δ exactly
+    below_half = Fraction(31, 64)
+    shifts = [Fraction(steps, d) - 1 + Fraction(1, 32)] * (d - 1)
+    shifts.append(steps - sum(shifts))
+    v = [below_half * grid] * d
+    moved = [(below_half + s) * grid for s in shifts]
+    assert sum(b - a for a, b in zip(v, moved)) == Fraction(delta)
+    low = np.ldexp(lattice_laplace(np.array([float(a) for a in v]), scale, delta), -lattice_spacing(delta, d))
+    high = np.ldexp(lattice_laplace(np.array([float(b) for b in moved]), scale, delta), -lattice_spacing(delta, d))
+    distance = int(np.abs(high - low).sum())
+    assert distance == steps + d - 1  # rounding added d - 1 grid steps
+    assert drawn[0] == drawn[1]
+    assert Fraction(distance) / drawn[0] <= Fraction(delta) / Fraction(scale)
+
+
 def test_integer_laplace_adds_exact_integers():
     base = np.array([0, 7, 2**40, -3])
     out = integer_laplace(base, 1.5)
@@ -253,6 +285,22 @@ def test_bad_arguments_are_named(call, error, match):
 
 
 # -- rng=None in releases -------------------------------------------------------------------
+
+
+def test_rng_arguments_are_checked_with_messages_that_name_them():
+    assert check_rng(np.int64(3)).random() == np.random.default_rng(3).random()
+    with pytest.raises(ValueError, match=r"^rng seed must be a non-negative integer, got -1$"):
+        check_rng(-1)
+    for bad, kind in ((True, "bool"), (1.5, "float"), ("7", "str")):
+        with pytest.raises(TypeError, match=rf"^seed must be a numpy.random.Generator, .* or None, got {kind}$"):
+            check_rng(bad, "seed")
+
+
+def test_laplace_noise_keeps_the_shape_of_the_values():
+    values = np.arange(6.0).reshape(2, 3)
+    noisy = add_laplace(values, 1.0, np.random.default_rng(0), sensitivity=1.0, integer=False)
+    assert noisy.shape == (2, 3)
+    assert np.allclose(noisy - values, laplace(1.0, 6, np.random.default_rng(0)).reshape(2, 3), rtol=0, atol=1e-12)
 
 
 def test_rng_none_is_the_secure_generator():

@@ -6,6 +6,7 @@ from scipy.spatial.distance import pdist
 
 from blowfish_te import policies, sensitivity
 from blowfish_te import workloads as wl
+from blowfish_te.policies import SMALL_CLIQUE
 
 from conftest import brute_sensitivity, dense_boxes, graphs
 
@@ -99,9 +100,11 @@ def test_a_policy_without_edges_has_zero_sensitivity():
 
 def test_partition_totals_are_free():
     """He et al. §5: the histogram of the partition itself has sensitivity 0 under G_P."""
-    labels = np.repeat(np.arange(4), 5)
-    totals = wl.from_matrix((labels[None, :] == np.arange(4)[:, None]).astype(float))
-    assert sensitivity(totals, policies.partition(labels)) == 0
+    for size in (5, SMALL_CLIQUE + 1):  # blocks listed pair by pair, and blocks kept as cliques
+        labels = np.repeat(np.arange(4), size)
+        totals = wl.from_matrix((labels[None, :] == np.arange(4)[:, None]).astype(float))
+        assert sensitivity(totals, policies.partition(labels)) == 0
+        assert sensitivity(totals, policies.complete(labels.size)) == 2
 
 
 def test_mismatched_sizes_are_refused():
@@ -109,8 +112,16 @@ def test_mismatched_sizes_are_refused():
         sensitivity(wl.prefix(5), policies.line(6))
     with pytest.raises(ValueError, match="domain"):
         sensitivity(wl.identity((2, 6)), policies.grid((3, 4)))
-    with pytest.raises(TypeError, match="policy"):
+    with pytest.raises(TypeError, match="policy must be a blowfish_te Policy, got str"):
         sensitivity(wl.prefix(5), "line")
+
+
+def test_a_grid_workload_takes_a_policy_over_its_flattened_cells():
+    """A 1-D policy over K cells applies to a K-cell grid workload cell by cell (flat order)."""
+    w = wl.random_rects((3, 4), 6, rng=1)
+    d = w.dense()
+    edges = policies.line(12)
+    assert sensitivity(w, edges) == max(np.abs(d[:, i] - d[:, i + 1]).sum() for i in range(11))
 
 
 @given(graphs(max_cells=6))

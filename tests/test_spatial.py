@@ -70,6 +70,49 @@ def test_grid_mechanisms_cost_at_most_epsilon_for_every_neighbour(mech, monkeypa
             assert replay.cost <= epsilon + 1e-9
 
 
+class ShiftedNoise:
+    """Stands in for add_laplace: records each draw's (count, scale) and adds ``shifts[i]`` to
+    every value of the i-th draw instead of noise."""
+
+    def __init__(self, *shifts):
+        self.shifts, self.draws = list(shifts), []
+
+    def __call__(self, values, scale, gen, *, sensitivity, integer):
+        self.draws.append((np.size(values), scale))
+        return np.asarray(values, dtype=np.float64) + self.shifts[len(self.draws) - 1]
+
+
+@pytest.mark.parametrize("c, epsilon, blocks", [(10, 0.1, 11 * 11), (10, 1.0, 32 * 32), (5, 0.1, 16 * 16)])
+def test_ugrid_cuts_the_grid_by_qardajis_rule(c, epsilon, blocks, monkeypatch):
+    """M = N ε / c blocks wanted, square blocks of ⌊√(K/M)⌋ cells: on 64² with N = 10⁴ that is
+    blocks of 6 (ε = 0.1: 11 × 11 blocks), 2 (ε = 1) and 4 (c = 5) cells a side, each measured
+    with Laplace(1/ε)."""
+    import blowfish_te.mechanisms.spatial as spatial
+
+    x = np.random.default_rng(0).multinomial(10**4, np.full(64 * 64, 1 / 4096))
+    noise = ShiftedNoise(0.0)
+    monkeypatch.setattr(spatial, "add_laplace", noise)
+    out = M.UGrid(c=c, total=10**4, select=False).run(wl.identity((64, 64)), x, epsilon, rng=0)
+    assert noise.draws == [(blocks, 1.0 / epsilon)]
+    assert np.isclose(out.sum(), 10**4)
+
+
+def test_agrid_levels_follow_the_rule_and_combine_by_inverse_variance(monkeypatch):
+    """120² cells of 70 records, ε = 0.01, c = 10, α = 1/2: m₁ = max(10, ⌈√(N ε/c)/4⌉) = 10
+    coarse blocks a side, each of N' = 10,080 records cut into m₂ = ⌈√(N' (1-α) ε/(c/2))⌉ = 4
+    a side. A coarse count off by 8 moves its block by 8 · (1/V₁)/(1/V₁ + 1/V₂) = 8 · 16/17,
+    V₁ = 2/ε₁² and V₂ = 16 · 2/ε₂² the variances of the coarse count and of its 16 fine ones."""
+    import blowfish_te.mechanisms.spatial as spatial
+
+    x = np.full(120 * 120, 70)
+    noise = ShiftedNoise(8.0, 0.0)
+    monkeypatch.setattr(spatial, "add_laplace", noise)
+    out = M.AGrid(c=10, alpha=0.5, total=int(x.sum()), select=False).run(wl.identity((120, 120)), x, 0.01, rng=0)
+    assert noise.draws == [(100, 200.0), (1600, 200.0)]  # Laplace(1/(αε)) and Laplace(1/((1-α)ε))
+    blocks = out.reshape(10, 12, 10, 12).sum(axis=(1, 3))
+    assert np.allclose(blocks, 70 * 144 + 8 * 16 / 17)
+
+
 def test_grid_mechanisms_say_where_the_total_comes_from():
     x = datasets.synthetic_2d((16, 16), 5000, rng=0).ravel()
     w = wl.random_rects((16, 16), 50, rng=0)

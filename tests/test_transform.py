@@ -57,6 +57,7 @@ def test_transformed_workload_forms_agree(case, seed):
         y = np.random.default_rng(seed).normal(size=w.num_queries)
         assert np.allclose(w_g.T @ y, expected.T @ y)
         assert np.allclose(w_g.column_norms(), np.abs(expected).sum(0))
+        assert w_g.max_abs_entry() == np.abs(expected).max()  # MWEM's Δ on x_G: never 0 for a non-zero W_G
         assert np.isclose(w_g.frobenius_sq(), (expected**2).sum())
         assert np.allclose(w_g.gram_matrix(), expected.T @ expected)
         assert w_g.structured_gram == w.structured_gram  # all ranges: P_Gᵀ (WᵀW) P_G without the rows

@@ -97,7 +97,7 @@ def cells(suite: Suite) -> list[Cell]:
             for data_seed in range(suite.data_seeds):
                 for policy in suite.policies:
                     for m, spec in enumerate(suite.mechanisms):
-                        if spec.policies is not None and policy not in spec.policies:
+                        if (spec.policies is not None and policy not in spec.policies) or not spec.runs_on(domain):
                             continue
                         for eps in suite.epsilons:
                             for trial in range(suite.trials):

@@ -29,6 +29,8 @@ A suite names datasets, policies, one workload, mechanisms, ε values and trials
     label = "DAWA (ε/2-DP)"           # optional, defaults to the name
     params = { ratio = 0.25 }         # optional constructor parameters
     policies = ["unbounded"]          # optional: run under these of the suite's policies only
+    domains = [[128, 128]]            # optional: run on these of the suite's domains only ([tiny]'s
+                                      # domain replaces the suite's, and this filter with them)
     epsilon_factor = 0.5              # optional: run at this fraction of each ε
     tree = "hub"                      # optional: spanning tree for cyclic policies (data-dependent
                                       # mechanisms need one), a name from trees.candidates
@@ -59,7 +61,7 @@ import hashlib
 import json
 import pathlib
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import numpy as np
@@ -91,7 +93,7 @@ _DATA = {"datasets", "domain", "scales", "data_seeds"}
 #: Experiment kinds: the workload kinds of :mod:`blowfish_te.workloads`, and private k-means
 #: (:mod:`blowfish_te.evaluation.experiments`).
 KINDS = tuple(EXPERIMENTS)
-_MECHANISM = {"name", "label", "params", "policies", "epsilon_factor", "tree"}
+_MECHANISM = {"name", "label", "params", "policies", "domains", "epsilon_factor", "tree"}
 _TINY = {"datasets", "domain", "scales", "data_seeds", "trials", "epsilons", "policies", "queries", "mechanisms"}
 
 
@@ -105,6 +107,11 @@ class MechanismSpec:
     policies: tuple[str, ...] | None = None
     epsilon_factor: float = 1.0
     tree: str | None = None
+    domains: tuple[tuple[int, ...], ...] | None = None
+
+    def runs_on(self, domain: tuple[int, ...] | None) -> bool:
+        """Whether this mechanism runs on ``domain`` (None: the datasets' own shapes)."""
+        return self.domains is None or domain in self.domains
 
     def build(self) -> Mechanism:
         """A fresh mechanism instance with the suite's parameters."""
@@ -137,7 +144,9 @@ class Suite:
     def fingerprint(self) -> str:
         """A hash of everything that decides the rows (not the file's path or description)."""
         content = {k: v for k, v in self.__dict__.items() if k not in ("path", "description")}
-        content["mechanisms"] = [m.__dict__ for m in self.mechanisms]
+        # a mechanism without a domain filter hashes as before the filter existed
+        content["mechanisms"] = [{k: v for k, v in m.__dict__.items() if not (k == "domains" and v is None)}
+                                 for m in self.mechanisms]
         content["seeding"] = "paired"  # runs seeded per trial, shared by mechanisms (see runner)
         return hashlib.sha256(json.dumps(content, sort_keys=True, default=list).encode()).hexdigest()[:16]
 
@@ -156,7 +165,8 @@ def _domains(where: str, value) -> tuple[tuple[int, ...], ...] | None:
     return tuple(out)
 
 
-def _mechanism(where: str, entry, policies: tuple[str, ...], kind: Experiment) -> MechanismSpec:
+def _mechanism(where: str, entry, policies: tuple[str, ...], kind: Experiment,
+               domains: tuple[tuple[int, ...], ...] | None) -> MechanismSpec:
     if isinstance(entry, str):
         entry = {"name": entry}
     if not isinstance(entry, dict):
@@ -176,6 +186,14 @@ def _mechanism(where: str, entry, policies: tuple[str, ...], kind: Experiment) -
         missing = sorted(set(only) - set(policies))
         if missing:
             fail(where, f"policies {missing} are not among the suite's policies {list(policies)}")
+    only_on = entry.get("domains")
+    if only_on is not None:
+        only_on = _domains(where, only_on)
+        if domains is None:
+            fail(where, "domains applies only when the suite sets [data] domain")
+        missing = [list(d) for d in only_on if d not in domains]
+        if missing:
+            fail(where, f"domains {missing} are not among the suite's domains {[list(d) for d in domains]}")
     factor = entry.get("epsilon_factor", 1.0)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
         fail(where, f"epsilon_factor must be a number in (0, 1], got {factor!r}")
@@ -184,7 +202,7 @@ def _mechanism(where: str, entry, policies: tuple[str, ...], kind: Experiment) -
         fail(where, f"tree does not apply to {kind.description} (its runs release on the policy itself)")
     if tree is not None and not isinstance(tree, str):
         fail(where, f"tree must be the name of a spanning tree (e.g. 'hub', 'snake', 'bfs'), got {tree!r}")
-    return MechanismSpec(name, label, dict(params), only, float(factor), tree)
+    return MechanismSpec(name, label, dict(params), only, float(factor), tree, only_on)
 
 
 #: Cells per axis of the small domain on which a suite's (mechanism, policy) pairs are checked at
@@ -253,7 +271,7 @@ def _check_pairs(where: str, workload: dict, domains, policies: tuple[str, ...],
             if policy_spec not in policies:  # left out by [tiny]
                 continue
             reasons = []
-            for real, small in probes:
+            for real, small in [p for p in probes if every or spec.runs_on(p[0])]:
                 refusals = [_refusal(spec, probe, kind, small) for probe in _probe_specs(policy_spec, real, small)]
                 reasons.append(refusals[0] if all(refusals) else None)
             refused = all(reasons) if every else any(reasons)
@@ -337,7 +355,11 @@ def parse_suite(raw: dict, where: str = "suite", tiny: bool = False) -> Suite:
     if not isinstance(entries, list) or not entries:
         fail(where, "mechanisms must be a non-empty list")
     every_policy = listed(where, "policies", raw["policies"], str)  # [tiny] may keep only some
-    mechanisms = tuple(_mechanism(f"{where} mechanisms[{i}]", e, every_policy, runs) for i, e in enumerate(entries))
+    every_domain = _domains(where, data.get("domain"))
+    mechanisms = tuple(_mechanism(f"{where} mechanisms[{i}]", e, every_policy, runs, every_domain)
+                       for i, e in enumerate(entries))
+    if tiny and "domain" in overrides:  # [tiny]'s domain replaces the suite's and the filters on them
+        mechanisms = tuple(replace(m, domains=None) for m in mechanisms)
     labels = [m.label for m in mechanisms]
     if len(set(labels)) != len(labels):
         fail(where, f"mechanism labels must be distinct, got {labels}")
