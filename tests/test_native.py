@@ -257,3 +257,17 @@ def test_measurements_are_the_rows_a_release_measures_at_unit_noise():
     assert M.OrderedHierarchical().measurements(wl.prefix(1), policies.threshold(1, 1), 1.0) is None
     with pytest.raises(ValueError, match="epsilon"):
         tuned.measurements(wl.prefix(512), policy, 0.0)
+
+
+@pytest.mark.parametrize("name", ["ordered_hierarchical", "ordered_hierarchical_tuned"])
+def test_native_releases_report_their_largest_noise_scale(name):
+    """The scale a release reports is the largest one drawn: 1 / the smallest weight of the rows
+    it measures at unit scale (the S nodes' and the blocks' scales differ)."""
+    k, epsilon = 64, 0.5
+    pol, w = policies.threshold(k, 4), wl.prefix(k)
+    mech = M.get_mechanism(name)
+    rows = mech.measurements(w, pol, epsilon)
+    scales = 1.0 / np.unique(np.round(rows.weights, 12))
+    assert scales.size > 1
+    release = bt.answer(w, np.arange(k), pol, epsilon, mech, rng=0)
+    assert release.noise_scale == pytest.approx(scales.max())

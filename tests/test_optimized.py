@@ -139,6 +139,21 @@ def test_the_transform_floor_is_below_every_mechanism_on_every_tree(name, pol):
         assert floor <= error * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("epsilon", [0.3, 2.0])
+def test_the_transform_floor_is_reached_where_every_transformed_query_is_one_count(epsilon):
+    """Prefixes through a path (a spanning tree of threshold(k, 2), stretch 2): every row of W_T
+    holds one ±1 (n itself is a disclosed total), so Laplace on x_T at ε/ℓ meets the floor
+    2 (ℓ/ε)² (K - 1)/K exactly, at every ε."""
+    k = 16
+    pol = policies.threshold(k, 2)
+    tr = transform(pol, policies.line(k))
+    assert tr.stretch == 2
+    floor = transform_floor(wl.prefix(k), tr, epsilon)
+    assert floor == pytest.approx(2 * (2 / epsilon) ** 2 * (k - 1) / k, rel=1e-12)
+    identity = get_mechanism("identity").expected_error(tr.workload(wl.prefix(k)), epsilon / tr.stretch) / k
+    assert identity == pytest.approx(floor, rel=1e-12)
+
+
 def test_auto_picks_the_lowest_error_and_says_why():
     k = 64
     w, pol = wl.prefix(k), policies.threshold(k, 4)

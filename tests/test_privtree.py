@@ -129,6 +129,23 @@ def test_split_decisions_cost_their_epsilon_at_every_epsilon(shape, epsilon, mon
     assert 0.3 * epsilon <= worst <= epsilon * (1 + 1e-9)
 
 
+def test_biased_counts_lose_delta_per_level_from_the_root(monkeypatch):
+    """b(v) = max(c(v) - d(v) δ, θ - δ) with the root at depth 0: the root sees its full count."""
+    x = np.full(16, 50)
+    seen = []
+
+    def record(biased, scale, threshold, gen):
+        seen.append(biased.copy())
+        return np.ones(biased.size, dtype=bool)
+
+    monkeypatch.setattr(privtree, "_split", record)
+    privtree_leaves(x, 1.0, np.random.default_rng(0))
+    delta = privtree_scales(1.0, 2)[1]
+    for depth, biased in enumerate(seen):
+        count = x.sum() / 2**depth
+        assert np.allclose(biased, max(count - depth * delta, -delta))
+
+
 def full_tree_loss(x, epsilon, monkeypatch) -> float:
     """Exact loss of the full binary tree (every split taken) between x and its neighbours at cell 0."""
     full = [np.ones(2**level, dtype=bool) for level in range(int(np.log2(x.size)))] + [np.zeros(0, dtype=bool)]

@@ -71,7 +71,7 @@ REPORTS = {
          Table("The same under the line policy", "mse", ("dataset", "mechanism"), ("scale", "epsilon"), (("policy", "line"),))),
         "HEPTH_mse_vs_epsilon", "mse"),
     "dpbench_2d_ranges": Report(
-        (Table("Scaled L2 error of 2000 random rectangles at 128 × 128, mean over {datasets} datasets", "scaled_l2", ("mechanism",),
+        (Table("Scaled L2 error of 2000 DPBench random rectangles at 128 × 128, mean over {datasets} datasets", "scaled_l2", ("mechanism",),
                ("policy", "scale"), (("domain", "128x128"),)),
          Table("The same at 256 × 256", "scaled_l2", ("mechanism",), ("policy", "scale"), (("domain", "256x256"),))),
         "SF-CABS-E_128x128_scaled_l2_vs_scale", "scaled_l2"),
@@ -81,7 +81,7 @@ REPORTS = {
 MEASURED = (
     ("dpbench_1d_prefix", "1-D, all prefixes of 4096 cells, unbounded DP, ε = 0.1, scale 10^7: scaled L2 error per dataset",
      (("policy", "unbounded"), ("scale", "10000000"))),
-    ("dpbench_2d_ranges", "2-D, 2000 random rectangles on 128 × 128, unbounded DP, ε = 0.1, scale 10^6: scaled L2 error per dataset",
+    ("dpbench_2d_ranges", "2-D, 2000 DPBench random rectangles on 128 × 128, unbounded DP, ε = 0.1, scale 10^6: scaled L2 error per dataset",
      (("policy", "unbounded"), ("domain", "128x128"), ("scale", "1000000"))),
 )
 
