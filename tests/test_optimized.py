@@ -14,6 +14,7 @@ from blowfish_te.sensitivity import sensitivity
 from blowfish_te.strategies import PIdentityStrategy
 from blowfish_te.strategies.kronecker import KroneckerStrategy, optimize_kronecker
 from blowfish_te.strategies.pidentity import _soft_sensitivity
+from blowfish_te.strategies.standard import standard_workloads
 from blowfish_te.transform import transform
 from blowfish_te.workloads import from_matrix
 
@@ -25,6 +26,30 @@ def _kronecker(seed, sides=(5, 4, 3), rows=(2, 3, 0)):
     for f in factors[1:]:
         dense = np.kron(dense, f.dense())
     return KroneckerStrategy(factors), dense
+
+
+def test_least_squares_stays_exact_when_theta_is_huge():
+    """Optimised Θ can hold entries of 10⁴ and more on cells the workload only sees through Θ
+    (2,000 DPBench rectangles at 64²: 2·10⁴); the estimate must still invert A to rounding, and
+    its error must be the dense least squares'."""
+    gen = np.random.default_rng(5)
+    theta = gen.random((4, 32))
+    theta[:, 3:9] *= 3e4
+    strategy = PIdentityStrategy(theta, (32,))
+    dense = strategy.dense()
+    x = gen.integers(0, 1000, 32).astype(float)
+    reference = np.abs(np.linalg.lstsq(dense, dense @ x, rcond=None)[0] - x).max()  # what rounding allows
+    assert np.abs(strategy.pinv(dense @ x) - x).max() <= 10 * reference + 1e-9
+    w = wl.random_ranges(32, 40, rng=1)
+    assert strategy.lstsq_frobenius_sq(w) == pytest.approx(np.linalg.norm(w.dense() @ np.linalg.pinv(dense)) ** 2, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(standard_workloads()))
+def test_every_shipped_strategy_inverts_to_rounding(name):
+    workload = standard_workloads()[name]()
+    shipped = Optimized().strategy(workload)
+    cells = np.random.default_rng(0).integers(0, 500, workload.size).astype(float)
+    assert np.abs(shipped.pinv(shipped.matvec(cells)) - cells).max() < 1e-6
 
 
 @pytest.mark.parametrize("seed", range(4))

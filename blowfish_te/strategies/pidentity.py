@@ -8,7 +8,8 @@ The template A(Θ) = [I; Θ] S⁻¹, Θ ∈ R_+^{p×K}, S = diag(1 + 1ᵀΘ), ha
 
 All products with WᵀW go through the workload's implicit Gram operator on p columns
 (B = ΘS, U = WᵀW Bᵀ), so an evaluation costs one Gram product plus O(K p² + p³) — no K × K
-matrix. Least squares is Woodbury as well: A⁺y = S (I - ΘᵀRΘ)(y₁ + Θᵀy₂).
+matrix. Least squares is Woodbury as well, in its dual form A⁺y = S (y₁ + Θᵀλ), (I + ΘΘᵀ) λ =
+y₂ - Θy₁, which keeps full precision when Θ has huge entries.
 
 Against a policy G the noise scale is Δ_G(A) = max over edges (u, v) of ‖A(e_u - e_v)‖₁, so the
 error is 2 Δ_G(A)² L(Θ)/ε² and columns of L1 norm 1 no longer fix it. With n_j = θ_j / s_j, an edge
@@ -21,6 +22,7 @@ minimises L(Θ)·Δ̃^power, Δ̃ = (Σ_e Δ_uv^q)^{1/q} a smooth upper bound on
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 
 from .._validation import check_int, check_real, check_real_array
 from ..noise import RNGLike, check_rng
@@ -40,7 +42,7 @@ class PIdentityStrategy(LeastSquares, Workload):
         super().__init__(domain, theta.shape[1] + theta.shape[0], f"p-identity(p={theta.shape[0]})")
         if self.size != theta.shape[1]:
             raise ValueError(f"theta has {theta.shape[1]} columns but the domain has {self.size} cells")
-        self._r = np.linalg.inv(np.eye(theta.shape[0]) + theta @ theta.T)
+        self._factor = scipy.linalg.cho_factor(np.eye(theta.shape[0]) + theta @ theta.T)
 
     def _matmat(self, x):
         x = as_block(x) / self.scale[:, None]
@@ -51,15 +53,30 @@ class PIdentityStrategy(LeastSquares, Workload):
         k = self.size
         return (y[:k] + self.theta.T @ y[k:]) / self.scale[:, None]
 
+    def _solve_gram(self, b: np.ndarray) -> np.ndarray:
+        """(I + ΘᵀΘ)⁻¹ b by Woodbury, b - Θᵀ (I + ΘΘᵀ)⁻¹ Θ b, through a Cholesky factor and one
+        step of iterative refinement (optimised Θ can have entries of 10⁴ and more, where an
+        explicit inverse loses eight digits)."""
+        theta = self.theta
+
+        def woodbury(r):
+            return r - theta.T @ scipy.linalg.cho_solve(self._factor, theta @ r)
+
+        u = woodbury(b)
+        return u + woodbury(b - u - theta.T @ (theta @ u))
+
     def _pinv_matmat(self, y):
+        """min_u ‖u - y₁‖² + ‖Θu - y₂‖² in its dual form, u = y₁ + Θᵀλ with (I + ΘΘᵀ) λ = y₂ - Θy₁:
+        no difference of nearly equal terms, so the estimate keeps full precision where Θ is
+        huge (columns the workload only sees through Θ); then A⁺y = S u."""
         y = np.asarray(y, dtype=np.float64)
         k = self.size
-        b = y[:k] + self.theta.T @ y[k:]
-        return self.scale[:, None] * (b - self.theta.T @ (self._r @ (self.theta @ b)))
+        low, high = y[:k], y[k:]
+        multipliers = scipy.linalg.cho_solve(self._factor, high - self.theta @ low)
+        return self.scale[:, None] * (low + self.theta.T @ multipliers)
 
     def _pinv_rmatmat(self, x):
-        z = self.scale[:, None] * np.asarray(x, dtype=np.float64)
-        z = z - self.theta.T @ (self._r @ (self.theta @ z))
+        z = self._solve_gram(self.scale[:, None] * np.asarray(x, dtype=np.float64))
         return np.concatenate([z, self.theta @ z])
 
     def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:

@@ -39,7 +39,7 @@ from .pidentity import PIdentityStrategy
 CACHE_ENV = "BLOWFISH_TE_CACHE_DIR"
 #: Revision of the optimisers and of the file format, part of every key: raise it whenever an
 #: optimiser would give a different strategy for the same parameters, so that no stale entry is read.
-REVISION = 1
+REVISION = 2
 
 
 def cache_directory() -> Path | None:
