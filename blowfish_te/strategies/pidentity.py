@@ -42,7 +42,8 @@ class PIdentityStrategy(LeastSquares, Workload):
         super().__init__(domain, theta.shape[1] + theta.shape[0], f"p-identity(p={theta.shape[0]})")
         if self.size != theta.shape[1]:
             raise ValueError(f"theta has {theta.shape[1]} columns but the domain has {self.size} cells")
-        self._factor = scipy.linalg.cho_factor(np.eye(theta.shape[0]) + theta @ theta.T)
+        # Cholesky factor of I + ΘΘᵀ (p × p); none without rows (older scipy refuses empty systems)
+        self._factor = scipy.linalg.cho_factor(np.eye(theta.shape[0]) + theta @ theta.T) if theta.shape[0] else None
 
     def _matmat(self, x):
         x = as_block(x) / self.scale[:, None]
@@ -53,6 +54,10 @@ class PIdentityStrategy(LeastSquares, Workload):
         k = self.size
         return (y[:k] + self.theta.T @ y[k:]) / self.scale[:, None]
 
+    def _solve_rows(self, rhs: np.ndarray) -> np.ndarray:
+        """(I + ΘΘᵀ)⁻¹ rhs through the Cholesky factor (p × c)."""
+        return rhs if self._factor is None else scipy.linalg.cho_solve(self._factor, rhs)
+
     def _solve_gram(self, b: np.ndarray) -> np.ndarray:
         """(I + ΘᵀΘ)⁻¹ b by Woodbury, b - Θᵀ (I + ΘΘᵀ)⁻¹ Θ b, through a Cholesky factor and one
         step of iterative refinement (optimised Θ can have entries of 10⁴ and more, where an
@@ -60,7 +65,7 @@ class PIdentityStrategy(LeastSquares, Workload):
         theta = self.theta
 
         def woodbury(r):
-            return r - theta.T @ scipy.linalg.cho_solve(self._factor, theta @ r)
+            return r - theta.T @ self._solve_rows(theta @ r)
 
         u = woodbury(b)
         return u + woodbury(b - u - theta.T @ (theta @ u))
@@ -72,7 +77,7 @@ class PIdentityStrategy(LeastSquares, Workload):
         y = np.asarray(y, dtype=np.float64)
         k = self.size
         low, high = y[:k], y[k:]
-        multipliers = scipy.linalg.cho_solve(self._factor, high - self.theta @ low)
+        multipliers = self._solve_rows(high - self.theta @ low)
         return self.scale[:, None] * (low + self.theta.T @ multipliers)
 
     def _pinv_rmatmat(self, x):
