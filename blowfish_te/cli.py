@@ -185,10 +185,26 @@ def _check_output(output: pathlib.Path | None) -> None:
               help="Engine that counts the records (spark: pip install 'blowfish_te[spark]').")
 @click.option("--seed", type=click.IntRange(min=0), help="Seeded fast noise, for experiments; without it the secure sampler is used.")
 @click.option("--output", "output", type=click.Path(path_type=pathlib.Path), help="Write here instead of standard output.")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "text"]),
+              help="Output format: json (default) or csv for a release; text (default) or json for --plan.")
+@click.option("--plan", "plan_only", is_flag=True,
+              help="Print the plan (route, tree, stretch, expected per-query error, the ε it would spend) and stop: "
+                   "no record is read, no noise is drawn, no budget is charged.")
+@click.option("--ledger", type=click.Path(dir_okay=False, path_type=pathlib.Path),
+              help="A ledger file (SQLite, created when missing) that charges this release's ε to the dataset and refuses "
+                   "it, before reading the data, when the dataset's budget would be exceeded.")
+@click.option("--budget", "total", type=click.FloatRange(min=0, min_open=True),
+              help="The dataset's total ε in the ledger, on its first release.")
+@click.option("--dataset", "dataset_name", help="The dataset's name in the ledger (default: DATA's absolute path).")
+@click.option("--quiet", is_flag=True, help="No plan summary on standard error (record counts and notes are still written).")
 def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workload_seed, tree, columns, lower, upper, width,
-        outside, engine, seed, output, fmt):
+        outside, engine, seed, output, fmt, plan_only, ledger, total, dataset_name, quiet):
     """Answer a workload on DATA (a .npy/.csv histogram, or records with --column) privately.
+
+    The release is planned first, from the domain alone (--column's --lower/--upper/--width, or a
+    histogram file's shape), and the plan goes to standard error before anything else; --plan
+    stops there. With --ledger, the ε is then charged to the dataset (refused past its budget)
+    before the data are read, and refunded if the run fails before any noise is drawn.
 
     The output labels every answer with its query and records ε, the policy, the mechanism, the
     route, the tree and its stretch, the disclosed component totals, the sampler, whether it was
@@ -197,33 +213,77 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
     error depend on the data without noise: they are for the data owner, never for release.
     """
     from . import __version__, io
+    from .release import plan as make_plan
 
+    if fmt == "csv" and plan_only:
+        raise click.UsageError("--plan writes text or json, not csv")
+    if fmt == "text" and not plan_only:
+        raise click.UsageError("a release is written as json or csv; text is for --plan")
+    if plan_only and (ledger or total or dataset_name):
+        raise click.UsageError("--plan charges nothing: leave out --ledger, --budget and --dataset")
+    if (total or dataset_name) and not ledger:
+        raise click.UsageError("--budget and --dataset name the dataset in a --ledger: give --ledger too")
+    charge = None
     try:
         _check_output(output)
         domain = None
         if columns:
             domain = _records_domain(columns, lower, upper, width)
-            result = io.histogram(str(data), domain, outside=outside, engine=engine)
-            x = result.counts
-            click.echo(f"records: {result.summary()} (exact counts, not private)", err=True)
+            shape = tuple(domain.shape)
         else:
             if lower or upper or width:
                 raise ValueError("--lower/--upper/--width apply to records (--column); a histogram's cells are its domain")
             if data.is_dir():
                 raise ValueError(f"{data}: a histogram is a .npy or .csv file; records need --column")
-            x = io.read_histogram(data)
-        shape = tuple(np.shape(x))
+            shape = io.histogram_shape(data)
         workload = _build_workload(workload_spec, shape, workload_seed, ranges_file)
-        release = answer(workload, x, _policy(policy_spec, shape), epsilon, mechanism, rng=seed, tree=tree)
+        the_plan = make_plan(workload, _policy(policy_spec, shape), epsilon, mechanism, tree=tree)
+        if plan_only:
+            _write_plan(the_plan, fmt or "text", output)
+            return
+        if not quiet:
+            click.echo("plan:\n" + _indent(the_plan.summary()), err=True)
+        if ledger is not None:
+            from .ledger import Ledger
+
+            book = Ledger(ledger)
+            dataset = dataset_name or str(data.resolve())
+            charge = book.reserve(dataset, epsilon, the_plan.policy.name, the_plan.mechanism.name, workload.name, total)
+            left = book.budget(dataset)
+            click.echo(f"ledger: charged ε = {epsilon:g} to {dataset!r} ({left.spent:g} of {left.total:g} spent)", err=True)
+        if columns:
+            result = io.histogram(str(data), domain, outside=outside, engine=engine)
+            x = result.counts
+            click.echo(f"records: {result.summary()} (exact counts, not private)", err=True)
+        else:
+            x = io.read_histogram(data)
+        x = the_plan.check(x)
     except (ValueError, TypeError, OSError, ImportError) as err:
+        if charge is not None:  # nothing was drawn from the data yet
+            book.settle(charge, "refunded", _one_line(err))
         _fail(err)
-    fields = {"version": __version__, "seed": "fresh entropy" if seed is None else seed, **release.to_dict()}
+    except BaseException as err:
+        if charge is not None:
+            book.settle(charge, "refunded", _one_line(err) or type(err).__name__)
+        raise
+    try:
+        release = the_plan.release_checked(x, seed)
+    except BaseException as err:
+        if charge is not None:  # noise may have been drawn: the ε stays spent
+            book.settle(charge, "failed", _one_line(err))
+        if isinstance(err, (ValueError, TypeError, OSError, ImportError)):
+            _fail(err)
+        raise
+    if charge is not None:
+        book.settle(charge, "released")
+    fields = {"version": __version__, "seed": "fresh entropy" if seed is None else seed, "plan": the_plan.to_dict(),
+              **release.to_dict()}
     if release.component_totals:
         click.echo(f"note: the policy discloses {len(release.component_totals)} component total(s) exactly; "
                    "they are in the output as component_totals", err=True)
     labels = _query_labels(workload, domain)
     with open(output, "w", newline="") if output else contextlib.nullcontext(sys.stdout) as stream:
-        if fmt == "json":
+        if fmt in (None, "json"):
             fields["queries"] = labels
             # one line per field, each value compact: readable, and fast for a million answers
             lines = [f" {json.dumps(key)}: {json.dumps(value)}" for key, value in fields.items()]
@@ -236,6 +296,19 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
             writer.writerow(["index", "query", "answer", *meta])
             for i, (label, a) in enumerate(zip(labels, fields["answers"])):
                 writer.writerow([i, label, a, *meta.values()])
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+def _write_plan(the_plan, fmt: str, output: pathlib.Path | None) -> None:
+    """The plan as text (its summary) or JSON, to ``output`` or standard output."""
+    text = the_plan.summary() + "\n" if fmt == "text" else json.dumps(the_plan.to_dict(), indent=1) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, "utf-8")
 
 
 @main.command()
@@ -287,6 +360,40 @@ def bench(suite, data_dir, out_dir, jobs, scheduler, tiny, fresh, plot):
     if failures:
         click.echo(f"error: {failures}", err=True)
         click.get_current_context().exit(1)
+
+
+@main.command("ledger")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path))
+@click.option("--dataset", "dataset_name", help="Only this dataset.")
+@click.option("--budget", "total", type=click.FloatRange(min=0, min_open=True),
+              help="Change --dataset's total ε (never below what it has spent).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def ledger_command(file, dataset_name, total, fmt):
+    """List a ledger of releases: every dataset's policy, budget, spent and remaining ε, and every
+    charge (time, ε, mechanism, workload, status: released, reserved, failed or refunded)."""
+    from .ledger import Ledger
+
+    try:
+        book = Ledger(file)
+        if total is not None:
+            if dataset_name is None or book.budget(dataset_name) is None:
+                raise ValueError("--budget changes the total of a dataset in the ledger: give its --dataset (a new dataset "
+                                 "gets its budget from `run --ledger ... --budget ...`)")
+            book.set_budget(dataset_name, book.budget(dataset_name).policy, total)
+        budgets = [b for b in book.budgets() if dataset_name in (None, b.dataset)]
+        if dataset_name is not None and not budgets:
+            raise ValueError(f"--dataset {dataset_name!r}: not in the ledger; datasets: {', '.join(b.dataset for b in book.budgets())}")
+    except (ValueError, TypeError, OSError) as err:
+        _fail(err)
+    if fmt == "json":
+        out = [{**vars(b), "remaining": b.remaining, "charges": [vars(c) for c in book.charges(b.dataset)]} for b in budgets]
+        click.echo(json.dumps(out, indent=1))
+        return
+    for b in budgets:
+        click.echo(f"{b.dataset}: policy {b.policy}, budget ε = {b.total:g}, spent {b.spent:g}, left {b.remaining:g}")
+        for c in book.charges(b.dataset):
+            note = f" ({c.note})" if c.note else ""
+            click.echo(f"  #{c.id} {c.time} ε = {c.epsilon:g} {c.mechanism} on {c.workload}: {c.status}{note}")
 
 
 @main.command()

@@ -23,6 +23,7 @@ tags and methods.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -358,13 +359,32 @@ class Plan:
         return c.label if c.mechanism is self.mechanism else f"{c.mechanism.name}: {c.label}"
 
     def summary(self) -> str:
-        """Route, tree, stretch, noise scale and the expected error of every candidate."""
+        """The ε a release spends, the route, tree and stretch, the expected per-query error and
+        that of every candidate considered."""
         chosen = self.chosen
+        mse = chosen.expected_mse
+        error = "n/a (no analytic error)" if mse is None else f"MSE {mse:.6g}, RMSE {math.sqrt(mse):.6g}"
         lines = [f"{self.mechanism.name} on {self.workload.name} under {self.policy.name} at ε = {self.epsilon:g}",
+                 f"spends: ε = {self.epsilon:g} per release",
                  f"route: {self._label(chosen)}" + (f" (the mechanism runs at ε/{chosen.stretch})" if chosen.stretch else ""),
+                 f"expected per-query error: {error}",
                  f"why: {self.reason}", "candidates (expected per-query MSE):"]
         lines += [f"  {'*' if c is chosen else ' '} {self._label(c)}: {c.outcome_text}" for c in self.considered]
         return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """:meth:`summary` as plain JSON types: the ε a release spends, the chosen route, its tree
+        and stretch, its expected per-query MSE and RMSE (None without an analytic error), why,
+        and every candidate considered, best first."""
+        chosen, mse = self.chosen, self.chosen.expected_mse
+        return {
+            "mechanism": self.mechanism.name, "workload": self.workload.name, "policy": self.policy.name,
+            "epsilon": self.epsilon, "route": chosen.route, "tree": None if chosen.tree is None else chosen.tree.name,
+            "stretch": chosen.stretch, "expected_mse": mse, "expected_rmse": None if mse is None else math.sqrt(mse),
+            "reason": self.reason,
+            "candidates": [{"candidate": self._label(c), "expected_mse": c.expected_mse, "skipped_above": c.floor}
+                           for c in self.considered],
+        }
 
     def check(self, x) -> np.ndarray:
         """``x`` validated for this plan (a histogram of the policy's shape the route accepts),

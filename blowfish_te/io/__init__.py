@@ -8,7 +8,7 @@
 
 from .domain import Bins, Grid, IntegerRange, Levels
 from .records import ENGINES, HistogramResult, histogram
-from .sources import RecordError, SqlQuery, csv_lines, read_histogram
+from .sources import RecordError, SqlQuery, csv_lines, histogram_shape, read_histogram
 
 __all__ = ["ENGINES", "Bins", "Grid", "HistogramResult", "IntegerRange", "Levels", "RecordError", "SqlQuery", "csv_lines", "histogram",
-           "read_histogram"]
+           "histogram_shape", "read_histogram"]

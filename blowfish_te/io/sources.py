@@ -15,8 +15,8 @@ import numpy as np
 
 from ..errors import BlowfishError
 
-__all__ = ["RecordError", "SqlQuery", "check_unique_columns", "csv_header", "csv_lines", "files_of", "kind", "read_histogram",
-           "suffix"]
+__all__ = ["RecordError", "SqlQuery", "check_unique_columns", "csv_header", "csv_lines", "files_of", "histogram_shape", "kind",
+           "read_histogram", "suffix"]
 
 _CSV = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
 _PARQUET = (".parquet", ".pq")
@@ -123,6 +123,25 @@ def csv_header(path: str) -> list[str]:
 
 #: Field texts that mean "no value", as in the records' rule: an empty field and NaN (any case).
 MISSING_TEXTS = ("", "nan", "-nan")
+
+
+def histogram_shape(path) -> tuple[int, ...]:
+    """The shape :func:`read_histogram` gives ``path``, without reading a count: a ``.npy`` file's
+    header, or a ``.csv`` file's numbers of lines and of fields on its first line. Planning needs
+    no more (the counts are validated when they are read)."""
+    path = pathlib.Path(path)
+    if path.suffix == ".npy":
+        return tuple(int(n) for n in np.load(path, mmap_mode="r", allow_pickle=False).shape)  # maps, reads no count
+    if path.suffix != ".csv":
+        raise ValueError(f"{path}: a histogram must be a .npy or .csv file; for a file of records pass --column")
+    lines, fields = 0, 0
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        for row in csv.reader(f):
+            fields = fields or len(row)
+            lines += 1
+    if not lines:
+        raise RecordError(f"{path}: no counts (an empty histogram file)")
+    return (lines,) if fields == 1 else ((fields,) if lines == 1 else (lines, fields))
 
 
 def read_histogram(path) -> np.ndarray:
