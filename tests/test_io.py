@@ -327,12 +327,12 @@ def test_run_checks_the_output_before_any_noise_and_writes_labelled_csv(tmp_path
 
 def test_run_exits_130_on_an_interrupt(tmp_path, monkeypatch):
     np.save(tmp_path / "x.npy", np.arange(8))
-    import blowfish_te.cli as cli
+    from blowfish_te.routes import Plan
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "answer", interrupted)
+    monkeypatch.setattr(Plan, "release_checked", interrupted)
     assert _run(tmp_path / "x.npy", "--epsilon", 1, "--seed", 0).exit_code == 130
 
 
@@ -407,7 +407,8 @@ def test_an_engine_error_in_the_cli_is_one_line(tmp_path):
     result = CliRunner().invoke(main, ["run", str(path), "--column", "age", "--lower", "0", "--upper", "9",
                                        "--policy", "line", "--epsilon", "1", "--seed", "0"])
     assert result.exit_code == 1
-    assert result.output.startswith("Error: ") and "Traceback" not in result.output
+    assert result.stderr.startswith("plan:\n")  # planned from the domain before the engine read a record
+    assert result.stderr.splitlines()[-1].startswith("Error: ") and "Traceback" not in result.output
     assert isinstance(result.exception, SystemExit)
 
 

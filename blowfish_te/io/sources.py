@@ -125,6 +125,9 @@ def csv_header(path: str) -> list[str]:
 MISSING_TEXTS = ("", "nan", "-nan")
 
 
+_CSV_HISTOGRAM = "a histogram CSV holds one count per field, one row of cells per line"
+
+
 def histogram_shape(path) -> tuple[int, ...]:
     """The shape :func:`read_histogram` gives ``path``, without reading a count: a ``.npy`` file's
     header, or a ``.csv`` file's numbers of lines and of fields on its first line. Planning needs
@@ -134,11 +137,15 @@ def histogram_shape(path) -> tuple[int, ...]:
         return tuple(int(n) for n in np.load(path, mmap_mode="r", allow_pickle=False).shape)  # maps, reads no count
     if path.suffix != ".csv":
         raise ValueError(f"{path}: a histogram must be a .npy or .csv file; for a file of records pass --column")
-    lines, fields = 0, 0
+    lines, counts = 0, set()
     with open(path, encoding="utf-8-sig", newline="") as f:
-        for row in csv.reader(f):
-            fields = fields or len(row)
-            lines += 1
+        for lines, row in enumerate(csv.reader(f), start=1):
+            if not row:
+                raise RecordError(f"{path}: line {lines} is blank; {_CSV_HISTOGRAM}")
+            counts.add(len(row))
+    if len(counts) > 1:
+        raise RecordError(f"{path}: the lines hold different numbers of fields {sorted(counts)}")
+    fields = counts.pop() if counts else 0
     if not lines:
         raise RecordError(f"{path}: no counts (an empty histogram file)")
     return (lines,) if fields == 1 else ((fields,) if lines == 1 else (lines, fields))
@@ -163,8 +170,7 @@ def read_histogram(path) -> np.ndarray:
             missing = [i for i, text in enumerate(texts) if text.lower() in MISSING_TEXTS] if texts else [0]
             if missing:
                 what = "is blank" if not texts else f"has a missing count in field {missing[0] + 1} ({fields[missing[0]]!r})"
-                raise RecordError(f"{path}: line {number} {what}; a histogram CSV holds one count per field, "
-                                  "one row of cells per line")
+                raise RecordError(f"{path}: line {number} {what}; {_CSV_HISTOGRAM}")
             try:
                 rows.append([float(text) for text in texts])
             except ValueError:
