@@ -1,9 +1,11 @@
 """The documentation site: every tutorial runs as written, the site builds with warnings as errors,
 and the tables copied into the pages are what the library prints today."""
 
+import itertools
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,8 +32,18 @@ def test_every_tutorial_is_in_the_site_and_has_code():
         assert f"tutorials/{page.name}" in config and _blocks(page), page.name
 
 
+def _commands(page: pathlib.Path) -> list[list[str]]:
+    """The page's command lines (indented ``blowfish-te ...``), up to the first that names a
+    folder the reader supplies (PATH/TO/...): the later ones read its results."""
+    lines = re.findall(r"^    blowfish-te (.*)$", page.read_text(), flags=re.M)
+    runnable = list(itertools.takewhile(lambda line: "PATH/TO" not in line, lines))
+    return [shlex.split(line) for line in runnable]
+
+
 @pytest.mark.parametrize("page", TUTORIALS, ids=lambda p: p.stem)
 def test_tutorial_runs(page, tmp_path, monkeypatch):
+    """Every Python block in order, then every command line, in one folder: the commands use the
+    files the blocks wrote."""
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": f"tutorial_{page.stem.replace('-', '_')}"}
     try:
@@ -40,6 +52,9 @@ def test_tutorial_runs(page, tmp_path, monkeypatch):
     finally:  # a tutorial's mechanism registers itself: not for the other tests (the library's stay)
         for name in [name for name, cls in MECHANISMS.items() if not cls.__module__.startswith("blowfish_te.")]:
             del MECHANISMS[name]
+    for args in _commands(page):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, f"blowfish-te {shlex.join(args)}: {result.output}"
 
 
 def test_the_concepts_table_is_what_explore_prints():

@@ -12,9 +12,9 @@ from scipy import stats
 
 from blowfish_te import datasets, metrics
 from blowfish_te.cli import main
-from blowfish_te.evaluation import SUITES_DIR, SuiteError, cells, load_suite, parse_suite, read_rows, run_suite, summarize
+from blowfish_te.evaluation import SUITES_DIR, SuiteError, cells, load_suite, markdown_table, parse_suite, read_rows, run_suite, summarize
 from blowfish_te.evaluation.runner import describe_failures
-from blowfish_te.evaluation.summary import pivot_table
+from blowfish_te.evaluation.summary import MIN_RUNS_FOR_CI, pivot_table
 from blowfish_te.mechanisms import MECHANISMS, Mechanism
 from blowfish_te.release import plan
 
@@ -272,6 +272,17 @@ def test_summary_means_and_student_t_intervals():
     (s,) = summarize(rows)
     assert s["n"] == 3 and s["mse"] == 3.0
     assert s["mse_ci95"] == pytest.approx(stats.t.ppf(0.975, 2) * math.sqrt(7.0) / math.sqrt(3))
+
+
+@pytest.mark.parametrize("trials", [2, 4, 5])
+def test_tables_show_intervals_only_from_enough_trials(trials):
+    rows = [{"dataset": "d", "domain": "4", "scale": 10.0, "policy": "line", "theta": None, "workload": "w",
+             "mechanism": "m", "epsilon": 1.0, "status": "ok", "mse": float(v), "scaled_l2": None, "expected_mse": 2.0,
+             "runtime_s": 0.1, "route": "transform", "stretch": 1.0} for v in range(1, trials + 1)]
+    text = markdown_table(summarize(rows))
+    (row,) = [line for line in text.splitlines() if line.startswith("| d |")]
+    assert ("±" in row) == (trials >= MIN_RUNS_FOR_CI) and ("too few for a 95% interval" in text) == (trials < MIN_RUNS_FOR_CI)
+    assert f"| {(trials + 1) / 2:.4g}" in text
 
 
 def _config(dataset, mechanism, epsilon, mse):
@@ -542,7 +553,7 @@ def test_cli_bench_plot_and_datasets(tmp_path):
         bad = _invoke("table", out, *args)
         assert bad.exit_code == 1 and message in bad.output and bad.output.count("\n") == 1
     listing = _invoke("datasets")
-    assert "synthetic-1d" in listing.output and "4096" in listing.output
+    assert "synthetic-1d" in listing.stdout and "4096" in listing.stdout and "--data-dir" in listing.stderr
     assert "does not exist" in _invoke("datasets", "--data-dir", tmp_path / "nowhere").output
 
 

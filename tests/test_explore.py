@@ -2,6 +2,7 @@
 and analytic errors from the planner (``blowfish_te.explore``, ``blowfish-te explore``)."""
 
 import math
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -87,3 +88,12 @@ def test_explore_in_2d_and_its_errors():
 def test_explore_checks_the_figure_path_first(tmp_path):
     result = CliRunner().invoke(main, ["explore", "--shape", "64", "--plot", str(tmp_path / "missing" / "f.png")])
     assert result.exit_code == 1 and "not writable or does not exist" in result.output
+
+
+def test_explore_without_matplotlib_prints_its_tables_and_exits_0(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    result = CliRunner().invoke(main, ["explore", "--shape", "64", "--epsilon", "1", "--plot", str(tmp_path / "f.png")])
+    assert result.exit_code == 0, result.output
+    assert "| pair | unbounded |" in result.stdout and result.stderr.startswith("no figure:")
+    assert not (tmp_path / "f.png").exists()

@@ -423,3 +423,49 @@ def test_a_dict_of_columns_needs_no_pyarrow(monkeypatch):
         io.histogram({"age": [34.0, float("nan")]}, io.IntegerRange("age", 0, 99))
     with pytest.raises(ImportError, match=r"through pyarrow: pip install pyarrow.*engine='memory'"):
         io.histogram({"age": [34]}, io.IntegerRange("age", 0, 99), engine="duckdb")
+
+
+def test_the_memory_engine_reads_each_distinct_text_once_and_counts_rows_by_key(monkeypatch):
+    """Levels and text numbers are parsed once per distinct value, and rows are counted through
+    one integer key per row where the keys fit, else row by row: the same counts either way."""
+    from blowfish_te.io import domain, engines
+
+    calls = []
+    text = domain._text
+    monkeypatch.setattr(domain, "_text", lambda value: calls.append(value) or text(value))
+    values = np.array(["a", " b", "b", "a", "c", ""] * 500, dtype=object)
+    ages = np.array([" 3", "4", "3", "6", "5", "x"] * 500)
+    grid = [io.Levels("city", "abc"), io.IntegerRange("age", 0, 9)]
+    counts = io.histogram({"city": values[values != ""], "age": ages[values != ""]}, grid, engine="memory")
+    with pytest.raises(io.RecordError) as refused:
+        io.histogram({"city": values, "age": ages}, grid, engine="memory")
+    assert len(calls) <= 3 * 12  # distinct values only (at most 6 per column and call), never one per record
+    assert "500 missing" in str(refused.value) and "500 not a number" in str(refused.value)
+    assert counts.counts.sum() == 2500 and counts.counts[0, 3] == counts.counts[1, 4] == counts.counts[1, 3] == 500
+    rng = np.random.default_rng(0)
+    columns = [rng.integers(0, n, 3000) for n in (7, 3, 11)]
+    keyed = engines._unique_rows(columns)
+    rows, counts = np.unique(np.stack(columns, axis=1), axis=0, return_counts=True)
+    assert np.array_equal(keyed[0], rows) and np.array_equal(keyed[1], counts)
+    huge = [np.array([0, 2**40, 0]), np.array([2**40, 1, 2**40])]  # keys past int64: row by row
+    rows, counts = engines._unique_rows(huge)
+    assert rows.tolist() == [[0, 2**40], [2**40, 1]] and counts.tolist() == [2, 1]
+
+
+def test_a_spark_session_started_by_run_keeps_spark_s_log_to_warnings(tmp_path):
+    """`run --engine spark` in a fresh process: Spark's own log shows warnings at most, no
+    progress bars, no notes on its log profile."""
+    pytest.importorskip("pyspark", reason="the Spark engine needs the [spark] extra")
+    if not _java():
+        pytest.skip("the Spark engine needs a Java runtime (java on PATH); none found")
+    assert io.engines.SPARK_LOG_CONFIG.is_file()
+    (tmp_path / "ages.csv").write_text("age\n3\n5\n5\n")
+    script = "import sys; from blowfish_te.console import entry; sys.argv = ['blowfish-te'] + sys.argv[1:]; entry()"
+    done = subprocess.run([sys.executable, "-c", script, "run", str(tmp_path / "ages.csv"), "--column", "age", "--lower", "0",
+                           "--upper", "9", "--epsilon", "1", "--seed", "0", "--engine", "spark", "--quiet"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "3 record(s): 3 counted" in done.stderr
+    spark_lines = [line for line in done.stderr.splitlines() if not line.startswith(("records:", "note:", "WARNING: Using incubator"))]
+    assert all(line.startswith("spark WARN") or line.startswith("spark ERROR") for line in spark_lines), spark_lines
+    assert "[Stage" not in done.stderr and "log4j profile" not in done.stderr and "FutureWarning" not in done.stderr

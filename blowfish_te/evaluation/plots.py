@@ -15,12 +15,10 @@ import pathlib
 
 from ..policies import PolicySpec
 from .runner import read_rows
-from .summary import MEASURES, summarize
+from .summary import MEASURES, MIN_RUNS_FOR_CI, summarize
 
 __all__ = ["MIN_RUNS_FOR_CI", "plot_results"]
 
-#: Fewest runs behind a point for its 95% confidence interval to be drawn.
-MIN_RUNS_FOR_CI = 5
 #: Lines beyond which the error-vs-ε (or scale) figure gets one panel per policy.
 MAX_LINES_PER_PANEL = 12
 #: Font size of legends and notes, in points.

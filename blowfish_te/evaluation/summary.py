@@ -9,12 +9,15 @@ import pathlib
 import numpy as np
 from scipy import stats
 
-__all__ = ["GROUP", "MEASURES", "VALUES", "summarize", "write_summary", "markdown_table", "pivot_table"]
+__all__ = ["GROUP", "MEASURES", "MIN_RUNS_FOR_CI", "VALUES", "summarize", "write_summary", "markdown_table", "pivot_table"]
 
 #: A configuration: the columns that are neither the trial, the seeds nor a measurement.
 GROUP = ["dataset", "domain", "scale", "policy", "theta", "workload", "mechanism", "epsilon"]
 #: Measurements averaged over trials with a 95% confidence interval (``<name>_ci95``).
 MEASURES = ["mse", "scaled_l2", "objective_ratio"]
+#: Fewest trials whose 95% interval a table or figure shows: below it the Student-t factor (12.7
+#: for 2 trials, 4.3 for 3) and the skew of per-trial errors make the interval say little.
+MIN_RUNS_FOR_CI = 5
 #: The measured columns of a summary that :func:`pivot_table` can tabulate.
 VALUES = [*MEASURES, "expected_mse", "runtime_s"]
 
@@ -66,19 +69,24 @@ def _fmt(value) -> str:
 
 
 def markdown_table(summary: list[dict], columns: list[str] | None = None) -> str:
-    """A markdown table of summary rows: ``mean ± ci`` for the error columns."""
+    """A markdown table of summary rows: ``mean ± ci`` for the error columns, the mean alone for
+    configurations of fewer than :data:`MIN_RUNS_FOR_CI` trials (a line under the table says so)."""
     if columns is None:
         measured = [m for m in MEASURES if any(r[m] is not None for r in summary)] or MEASURES[:2]
         columns = [c for c in GROUP if any(r[c] not in (None, "") for r in summary)] + ["n", *measured, "runtime_s", "status"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    bare = False
     for r in summary:
         cells = []
         for c in columns:
-            if c in MEASURES and r[c] is not None:
+            if c in MEASURES and r[c] is not None and r.get("n", 0) >= MIN_RUNS_FOR_CI:
                 cells.append(f"{_fmt(r[c])} ± {_fmt(r[c + '_ci95'])}")
             else:
+                bare |= c in MEASURES and r[c] is not None
                 cells.append(_fmt(r.get(c)))
         lines.append("| " + " | ".join(cells) + " |")
+    if bare:
+        lines.append(f"\nMeans without ± are of fewer than {MIN_RUNS_FOR_CI} trials: too few for a 95% interval.")
     return "\n".join(lines) + "\n"
 
 

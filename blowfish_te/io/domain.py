@@ -156,7 +156,7 @@ def _parse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if values.dtype.kind == "f":
         v = values.astype(np.float64)
         return v, np.isnan(v)
-    uniques, inverse = np.unique(np.array([_text(x) for x in values.ravel()], dtype=object), return_inverse=True)
+    uniques, inverse = _unique_texts(values)
     parsed = np.full(len(uniques), np.nan)
     blank = np.zeros(len(uniques), dtype=bool)
     for i, text in enumerate(uniques):
@@ -173,6 +173,18 @@ def _parse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     v[missing] = 0.0  # a placeholder: missing wins over every other class
     v[~missing & np.isnan(v)] = np.inf  # not a number: invalid
     return v, missing
+
+
+def _unique_texts(values) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct trimmed texts, the index of each value's text) of an array: :func:`_text`
+    once per distinct value where equal values have equal texts (numpy text, integer and boolean
+    arrays, and object arrays of str only), else once per value."""
+    flat = np.asarray(values).ravel()
+    if flat.dtype.kind in "USiub" or (flat.dtype.kind == "O" and set(map(type, flat)) <= {str}):
+        distinct, inverse = np.unique(flat, return_inverse=True)
+        texts, merged = np.unique(np.array([_text(x) for x in distinct], dtype=object), return_inverse=True)
+        return texts, merged[inverse.ravel()]  # " a" and "a" are one text
+    return np.unique(np.array([_text(x) for x in flat], dtype=object), return_inverse=True)
 
 
 def _text(value) -> str:
@@ -307,10 +319,10 @@ class Levels(Axis):
 
     def bin(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         index = {level: i for i, level in enumerate(self.levels)}
-        texts = [_text(x) for x in np.asarray(values, dtype=object).ravel()]
+        texts, inverse = _unique_texts(values)
         status = np.array([MISSING if t == "" else (OK if t in index else UNKNOWN) for t in texts], dtype=np.int8)
         cell = np.array([index.get(t, 0) for t in texts], dtype=np.int64)
-        return status, cell
+        return status[inverse], cell[inverse]
 
     def label(self, lo: int, hi: int) -> str:
         return f"{self.column}={self.levels[lo]}" if lo == hi else f"{self.column} in {self.levels[lo]}..{self.levels[hi]}"

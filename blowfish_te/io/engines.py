@@ -8,6 +8,8 @@ Only the grouped counts (at most a few rows per cell) leave the engine, never th
 from __future__ import annotations
 
 import math
+import pathlib
+import warnings
 
 import numpy as np
 
@@ -180,12 +182,25 @@ def duckdb_groups(source, grid: Grid, connection=None):
 # -- Spark ------------------------------------------------------------------------------------
 
 
+#: Spark's log configuration for a session blowfish_te starts: warnings and errors only.
+SPARK_LOG_CONFIG = pathlib.Path(__file__).resolve().parents[1] / "data" / "spark-log4j2.properties"
+
+
 def _spark_session(connection):
+    """``connection``, or the active Spark session, or a new local one whose log is kept to
+    warnings and which draws no progress bars on standard error."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise ImportError("the Spark engine needs PySpark: pip install 'blowfish_te[spark]'") from None
-    return connection if connection is not None else SparkSession.builder.getOrCreate()
+    if connection is not None:
+        return connection
+    with warnings.catch_warnings():  # PySpark's notes on the pandas version are not the user's concern
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\.")
+        return (SparkSession.builder
+                .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG.as_uri()}")
+                .config("spark.ui.showConsoleProgress", "false")
+                .getOrCreate())
 
 
 def spark_groups(source, grid: Grid, connection=None):
@@ -262,6 +277,17 @@ def _columns(source) -> dict[str, np.ndarray]:
     raise TypeError(f"the memory engine reads pandas or Polars DataFrames, pyarrow Tables and dicts of columns, got {type(source).__name__}")
 
 
+def _unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of non-negative integer columns, sorted, and how often each occurs: one
+    mixed-radix key per row and a 1-D unique where the keys fit in int64 (far faster than a
+    unique over rows), else a unique over rows."""
+    sizes = [int(c.max()) + 1 for c in columns]
+    if min(int(c.min()) for c in columns) >= 0 and math.prod(sizes) < 2**62:
+        keys, counts = np.unique(np.ravel_multi_index(columns, sizes), return_counts=True)
+        return np.stack(np.unravel_index(keys, sizes), axis=1).astype(np.int64), counts
+    return np.unique(np.stack(columns, axis=1), axis=0, return_counts=True)
+
+
 def memory_groups(source, grid: Grid, connection=None):
     """The same rules in numpy, for records already in memory."""
     columns = _columns(source)
@@ -270,10 +296,10 @@ def memory_groups(source, grid: Grid, connection=None):
     if len(lengths) > 1:
         raise ValueError(f"source: the domain's columns have different lengths {sorted(lengths)}")
     binned = [axis.bin(columns[axis.column]) for axis in grid.axes]
-    stacked = np.stack([s.astype(np.int64) for s, _ in binned] + [c for _, c in binned], axis=1)
-    if stacked.shape[0] == 0:
+    stacked = [s.astype(np.int64) for s, _ in binned] + [c for _, c in binned]
+    if len(stacked[0]) == 0:
         return np.zeros((0, 2 * len(grid.axes) + 1), dtype=np.int64), None
-    keys, counts = np.unique(stacked, axis=0, return_counts=True)
+    keys, counts = _unique_rows(stacked)
 
     def examples(a: int, codes: tuple[int, ...]) -> list:
         values = columns[grid.axes[a].column][np.isin(binned[a][0], codes)]

@@ -76,8 +76,9 @@ def histogram(source=None, domain=None, *, sql: str | None = None, outside: str 
         nearest cell and reports how many. Missing, invalid and unknown values are always refused.
     engine : ``"duckdb"`` (default; a GROUP BY over the binned columns, out of core), ``"spark"``
         (default for Spark DataFrames; ``pip install 'blowfish_te[spark]'``) or ``"memory"``
-        (numpy, for in-memory sources; the default for a dict or a Polars DataFrame where pyarrow,
-        which DuckDB reads them through, is not installed).
+        (numpy, for in-memory sources: as fast as DuckDB on numbers, a few times slower on text
+        columns; the default for a dict or a Polars DataFrame where pyarrow, which DuckDB reads
+        them through, is not installed).
     connection : a DuckDB connection (default: a new in-memory one) or a SparkSession.
 
     Returns
