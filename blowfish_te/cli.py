@@ -14,6 +14,7 @@ import numpy as np
 
 from . import datasets, policies, workloads
 from .errors import SpecError
+from .progress import Progress
 from .release import answer
 
 #: The status of an interrupted command (128 + SIGINT), as :mod:`blowfish_te.console` exits too.
@@ -196,7 +197,8 @@ def _check_output(output: pathlib.Path | None) -> None:
 @click.option("--budget", "total", type=click.FloatRange(min=0, min_open=True),
               help="The dataset's total ε in the ledger, on its first release.")
 @click.option("--dataset", "dataset_name", help="The dataset's name in the ledger (default: DATA's absolute path).")
-@click.option("--quiet", is_flag=True, help="No plan summary on standard error (record counts and notes are still written).")
+@click.option("--quiet", is_flag=True,
+              help="No plan summary and no progress on standard error (record counts and notes are still written).")
 def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workload_seed, tree, columns, lower, upper, width,
         outside, engine, seed, output, fmt, plan_only, ledger, total, dataset_name, quiet):
     """Answer a workload on DATA (a .npy/.csv histogram, or records with --column) privately.
@@ -252,7 +254,10 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
             left = book.budget(dataset)
             click.echo(f"ledger: charged ε = {epsilon:g} to {dataset!r} ({left.spent:g} of {left.total:g} spent)", err=True)
         if columns:
-            result = io.histogram(str(data), domain, outside=outside, engine=engine)
+            megabytes = sum(os.path.getsize(f) for f in io.sources.files_of(str(data))) / 1e6
+            with Progress("counting records", total=megabytes, unit="MB", enabled=not quiet) as bar:
+                result = io.histogram(str(data), domain, outside=outside, engine=engine,
+                                      progress=lambda fraction: bar.update(fraction * megabytes))
             x = result.counts
             click.echo(f"records: {result.summary()} (exact counts, not private)", err=True)
         else:
@@ -322,7 +327,8 @@ def _write_plan(the_plan, fmt: str, output: pathlib.Path | None) -> None:
 @click.option("--tiny", is_flag=True, help="The suite's [tiny] configuration: seconds, for CI.")
 @click.option("--fresh", is_flag=True, help="Discard earlier results in the folder instead of resuming.")
 @click.option("--plot/--no-plot", default=True, show_default=True, help="Draw the figures (needs matplotlib).")
-def bench(suite, data_dir, out_dir, jobs, scheduler, tiny, fresh, plot):
+@click.option("--quiet", is_flag=True, help="No progress on standard error.")
+def bench(suite, data_dir, out_dir, jobs, scheduler, tiny, fresh, plot, quiet):
     """Run an experiment suite: a TOML file, or a name from the top-level workloads/ folder.
 
     Exits with status 1 when any cell failed, after writing the results and a one-line account of
@@ -337,12 +343,8 @@ def bench(suite, data_dir, out_dir, jobs, scheduler, tiny, fresh, plot):
     try:
         spec = load_suite(suite, tiny=tiny)
         out = out_dir or pathlib.Path("results") / (spec.name + ("-tiny" if tiny else ""))
-        with click.progressbar(length=1, label=f"{spec.name}", file=sys.stderr) as bar:
-            def progress(done, total):
-                bar.length = total
-                bar.update(done - bar.pos)
-
-            rows = run_suite(spec, out, data_dir=data_dir, jobs=jobs, resume=not fresh, progress=progress, scheduler=scheduler)
+        with Progress(spec.name, unit="cells", enabled=not quiet) as bar:
+            rows = run_suite(spec, out, data_dir=data_dir, jobs=jobs, resume=not fresh, progress=bar.update, scheduler=scheduler)
     except (ValueError, TypeError, OSError, ImportError) as err:
         _fail(err)
     click.echo(markdown_table(summarize(rows)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import threading
 import warnings
 
 import numpy as np
@@ -154,8 +155,31 @@ _DUCKDB_NUMBERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINY
                    "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "BOOLEAN"}
 
 
-def duckdb_groups(source, grid: Grid, connection=None):
-    """GROUP BY the binned columns in DuckDB (out of core, parallel)."""
+def _reporting(con, run, progress):
+    """``run()``, while a thread passes DuckDB's progress of the running query (a fraction) to
+    ``progress`` twice a second."""
+    if progress is None:
+        return run()
+    stop = threading.Event()
+
+    def poll():
+        while not stop.wait(0.5):
+            percent = con.query_progress()
+            if percent >= 0:
+                progress(min(percent, 100.0) / 100)
+
+    thread = threading.Thread(target=poll, name="blowfish_te-progress", daemon=True)
+    thread.start()
+    try:
+        return run()
+    finally:
+        stop.set()
+        thread.join()
+
+
+def duckdb_groups(source, grid: Grid, connection=None, progress=None):
+    """GROUP BY the binned columns in DuckDB (out of core, parallel); ``progress`` gets the
+    fraction of the scan done as it runs."""
     duckdb = _duckdb()
     con = connection if connection is not None else duckdb.connect()
     rel, csv_files, where = _duckdb_relation(source, con)
@@ -167,7 +191,7 @@ def duckdb_groups(source, grid: Grid, connection=None):
     d = len(grid.axes)
     keys = ", ".join([f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)])
     counted = _query(grid, DUCKDB, numeric, view, distinct=_few_values(grid))
-    rows = con.sql(f"SELECT {keys}, sum(n) FROM ({counted}) GROUP BY ALL").fetchall()
+    rows = _reporting(con, con.sql(f"SELECT {keys}, sum(n) FROM ({counted}) GROUP BY ALL").fetchall, progress)
     groups = _with_skipped_lines(np.array(rows, dtype=np.int64).reshape(-1, 2 * d + 1), grid, csv_files)
 
     def examples(a: int, codes: tuple[int, ...]) -> list:
@@ -203,7 +227,7 @@ def _spark_session(connection):
                 .getOrCreate())
 
 
-def spark_groups(source, grid: Grid, connection=None):
+def spark_groups(source, grid: Grid, connection=None, progress=None):
     """The same binning as a Spark job; only the grouped counts are collected."""
     csv_files = None
     if type(source).__module__.startswith("pyspark"):
@@ -288,7 +312,7 @@ def _unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return np.unique(np.stack(columns, axis=1), axis=0, return_counts=True)
 
 
-def memory_groups(source, grid: Grid, connection=None):
+def memory_groups(source, grid: Grid, connection=None, progress=None):
     """The same rules in numpy, for records already in memory."""
     columns = _columns(source)
     _check_columns(list(columns), grid, "source")

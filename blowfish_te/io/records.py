@@ -60,7 +60,7 @@ def _engine_of(source, engine: str | None) -> str:
 
 
 def histogram(source=None, domain=None, *, sql: str | None = None, outside: str = "error", engine: str | None = None,
-              connection=None) -> HistogramResult:
+              connection=None, progress=None) -> HistogramResult:
     """Count records over an explicit ``domain`` and account for every one of them.
 
     Parameters
@@ -80,6 +80,8 @@ def histogram(source=None, domain=None, *, sql: str | None = None, outside: str 
         columns; the default for a dict or a Polars DataFrame where pyarrow, which DuckDB reads
         them through, is not installed).
     connection : a DuckDB connection (default: a new in-memory one) or a SparkSession.
+    progress : called with the fraction of the records scanned (0..1) while DuckDB counts them,
+        about twice a second (from another thread); the other engines do not call it.
 
     Returns
     -------
@@ -105,7 +107,7 @@ def histogram(source=None, domain=None, *, sql: str | None = None, outside: str 
         raise ValueError(f"outside must be one of {OUTSIDE}, got {outside!r}")
     engine = _engine_of(source, engine)
     run = {"duckdb": duckdb_groups, "spark": spark_groups, "memory": memory_groups}[engine]
-    groups, examples = run(source, grid, connection)
+    groups, examples = run(source, grid, connection, progress)
     return _assemble(groups, examples, grid, outside, engine)
 
 
