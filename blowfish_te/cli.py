@@ -514,15 +514,18 @@ def _shape(text: str) -> tuple[int, ...]:
 @click.option("--mechanism", default="hb", show_default=True, help="A data-independent mechanism (its error is analytic).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=pathlib.Path),
               help="Also draw the errors against ε and θ to this PNG or SVG file (needs matplotlib).")
-def explore(shape_text, workload_spec, workload_seed, policy_specs, epsilons, mechanism, plot_path):
+@click.option("--apart", default=1, show_default=True, type=click.IntRange(min=1),
+              help="The equal-protection table gives values this many cells apart the same bound under every policy.")
+def explore(shape_text, workload_spec, workload_seed, policy_specs, epsilons, mechanism, plot_path, apart):
     """Compare candidate policies before spending any budget: what each protects and what it costs.
 
     Prints, for every policy, the bound e^(ε·d) on telling apart pairs of values d policy hops apart
-    (or 'none' where the policy does not protect them), and the analytic per-query RMSE of the
-    mechanism's planned release for every policy and ε. Needs only the domain's shape.
+    (or 'none' where the policy does not protect them), the analytic per-query RMSE of the
+    mechanism's planned release for every policy and ε, and the same at equal protection: each
+    policy at the ε that bounds values --apart cells apart by e^ε. Needs only the domain's shape.
     """
     from .evaluation.summary import markdown_table
-    from .explore import expected_errors, guarantees, plot_expected_errors
+    from .explore import equal_protection, expected_errors, guarantees, plot_expected_errors
 
     shape = _shape(shape_text)
     specs = list(policy_specs) or (["unbounded", "line", "threshold:4", "threshold:16", "threshold:64"] if len(shape) == 1
@@ -534,6 +537,7 @@ def explore(shape_text, workload_spec, workload_seed, policy_specs, epsilons, me
         workload = _build_workload(workload_spec, shape, workload_seed, None)
         candidates = {spec: _policy(spec, shape) for spec in specs}
         rows = expected_errors(workload, specs, epsilons, mechanism)
+        equal = {epsilon: equal_protection(workload, specs, epsilon, apart, mechanism) for epsilon in epsilons}
     except (ValueError, TypeError, OSError) as err:
         _fail(err)
 
@@ -548,6 +552,13 @@ def explore(shape_text, workload_spec, workload_seed, policy_specs, epsilons, me
     columns = [f"ε = {epsilon:g}" for epsilon in epsilons]
     click.echo(markdown_table([{"policy": spec, **{f"ε = {r['epsilon']:g}": f"{r['rmse']:.4g} [{r['route']}]"
                                                    for r in rows if r["policy"] == spec}} for spec in specs], ["policy", *columns]))
+    what = "values" if len(shape) == 1 else "cells on axis 0"
+    click.echo(f"At equal protection: {what} {apart} apart told apart at most e^ε under every policy "
+               "(each policy at ε / its hops between them); expected per-query RMSE [its ε]")
+    click.echo(markdown_table([{"policy": spec, **{f"ε = {e:g}": "not protected" if r["rmse"] is None else
+                                                   f"{r['rmse']:.4g} [ε {r['epsilon']:.3g}]"
+                                                   for e in epsilons for r in equal[e] if r["policy"] == spec}}
+                               for spec in specs], ["policy", *columns]))
     if plot_path is not None:
         try:
             plot_expected_errors(rows, plot_path, f"{mechanism} on {workload.name}")

@@ -9,6 +9,9 @@ Both tables need only the domain's shape, never the data:
   the presence of a record is protected at distance d_G(u, ⊥).
 - :func:`expected_errors`: the analytic per-query RMSE of a mechanism's planned release
   (:func:`blowfish_te.plan`: route, tree and stretch included) for every policy and ε.
+- :func:`equal_protection`: the same error with each policy at the ε that gives one chosen pair
+  of values the same bound — the same ε is not the same protection (unbounded DP's ε bounds a
+  record's presence; a change of its value costs two hops, e^{2ε}).
 
 :func:`plot_expected_errors` draws the second against ε and θ (``blowfish-te explore``).
 """
@@ -29,7 +32,7 @@ from .policies import Policy, PolicySpec
 from .release import plan
 from .workloads import as_workload
 
-__all__ = ["Guarantee", "expected_errors", "guarantees", "plot_expected_errors"]
+__all__ = ["Guarantee", "equal_protection", "expected_errors", "guarantees", "plot_expected_errors"]
 
 
 @dataclass(frozen=True)
@@ -57,12 +60,16 @@ def _offsets(size: int) -> list[int]:
     return sorted({s for s in steps if s < size - 1} | {size - 1}) if size > 1 else []
 
 
+def _distances_from_first_cell(policy: Policy) -> np.ndarray:
+    """Hops of the policy graph from cell 0 to every cell (and ⊥, last, where the policy has it)."""
+    return csgraph.shortest_path(csgraph_ready(policy.adjacency()), method="D", unweighted=True, indices=0)
+
+
 def guarantees(policy: Policy) -> list[Guarantee]:
     """The policy's distance for pairs of cells δ apart (δ = 1, 2, 4, 16, ..., the far end) from the
     first cell, along the first axis and, in 2-D, along the diagonal; and for a record's presence
     (cell 0 against ⊥), which only policies with ⊥ protect (else the count n is public)."""
-    adjacency = policy.adjacency()
-    distances = csgraph.shortest_path(csgraph_ready(adjacency), method="D", unweighted=True, indices=0)
+    distances = _distances_from_first_cell(policy)
     shape = policy.shape
     rows = []
     for delta in _offsets(shape[0]):
@@ -77,6 +84,38 @@ def guarantees(policy: Policy) -> list[Guarantee]:
     return rows
 
 
+def equal_protection(workload, policy_specs: list[str], loss: float, apart: int = 1, mechanism="hb") -> list[dict]:
+    """Policies compared at equal protection: for each, the ε at which a record's value and a value
+    ``apart`` cells away (along the first axis) are told apart at most e^loss, ε = loss / d_G (d_G
+    the policy's hops between them: 2 through ⊥ under unbounded DP, where a change of value is a
+    removal and an addition, 1 under ``line`` for neighbours, ⌈apart/θ⌉ under ``threshold:θ``),
+    and the analytic per-query RMSE of ``mechanism``'s release at that ε. A policy that does not
+    protect the pair gets ε and RMSE None. Rows: policy, hops, epsilon, rmse, route."""
+    workload = as_workload(workload)
+    loss = check_epsilon(loss, "loss")
+    shape = workload.domain
+    if not 1 <= apart < shape[0]:
+        raise ValueError(f"apart must be between 1 and {shape[0] - 1} (cells along the first axis), got {apart!r}")
+    rows = []
+    for spec in policy_specs:
+        _, policy = _parse(spec, shape)
+        hops = float(_distances_from_first_cell(policy)[np.ravel_multi_index((apart,) + (0,) * (len(shape) - 1), shape)])
+        if not math.isfinite(hops):
+            rows.append({"policy": spec, "hops": None, "epsilon": None, "rmse": None, "route": "not protected"})
+            continue
+        (row,) = expected_errors(workload, [spec], [loss / hops], mechanism)
+        rows.append({**row, "hops": int(hops)})
+    return rows
+
+
+def _parse(spec: str, shape: tuple[int, ...]) -> tuple[PolicySpec, Policy]:
+    try:
+        parsed = PolicySpec.parse(spec)
+        return parsed, parsed.build(shape)
+    except SpecError as err:
+        raise SpecError(f"policy {spec!r}: {err}") from None
+
+
 def expected_errors(workload, policy_specs: list[str], epsilons: list[float], mechanism="hb") -> list[dict]:
     """Rows (policy, epsilon, rmse, route) of the analytic per-query RMSE of ``mechanism``'s planned
     release of ``workload`` under each policy spec at each ε. Data-independent: no budget is spent.
@@ -84,11 +123,7 @@ def expected_errors(workload, policy_specs: list[str], epsilons: list[float], me
     workload = as_workload(workload)
     rows = []
     for spec in policy_specs:
-        try:
-            parsed = PolicySpec.parse(spec)
-            policy = parsed.build(workload.domain)
-        except SpecError as err:
-            raise SpecError(f"policy {spec!r}: {err}") from None
+        parsed, policy = _parse(spec, workload.domain)
         for epsilon in epsilons:
             chosen = plan(workload, policy, check_epsilon(epsilon), mechanism).chosen
             if chosen.expected_mse is None:

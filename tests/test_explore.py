@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from blowfish_te import plan, policies
 from blowfish_te import workloads as wl
 from blowfish_te.cli import main
-from blowfish_te.explore import Guarantee, expected_errors, guarantees
+from blowfish_te.explore import Guarantee, equal_protection, expected_errors, guarantees
 
 
 def _distances(policy) -> dict[str, float]:
@@ -97,3 +97,28 @@ def test_explore_without_matplotlib_prints_its_tables_and_exits_0(tmp_path, monk
     assert result.exit_code == 0, result.output
     assert "| pair | unbounded |" in result.stdout and result.stderr.startswith("no figure:")
     assert not (tmp_path / "f.png").exists()
+
+
+def test_equal_protection_gives_each_policy_the_epsilon_of_the_same_bound():
+    w = wl.prefix(64)
+    rows = {r["policy"]: r for r in equal_protection(w, ["unbounded", "line", "threshold:4", "complete"], 0.5, apart=8)}
+    assert rows["unbounded"]["hops"] == 2 and rows["unbounded"]["epsilon"] == 0.25  # a change of value: out and in
+    assert rows["line"]["hops"] == 8 and rows["line"]["epsilon"] == 0.0625
+    assert rows["threshold:4"]["hops"] == 2 and rows["threshold:4"]["epsilon"] == 0.25
+    assert rows["complete"]["hops"] == 1 and rows["complete"]["epsilon"] == 0.5  # bounded DP: one swap
+    for spec in ("unbounded", "line", "threshold:4"):
+        (at_that_epsilon,) = expected_errors(w, [spec], [rows[spec]["epsilon"]], "hb")
+        assert rows[spec]["rmse"] == at_that_epsilon["rmse"]
+    with pytest.raises(ValueError, match="apart must be between 1 and 63"):
+        equal_protection(w, ["line"], 0.5, apart=64)
+
+
+def test_explore_prints_the_equal_protection_table():
+    result = CliRunner().invoke(main, ["explore", "--shape", "256", "--epsilon", "0.5", "--policy", "unbounded",
+                                       "--policy", "threshold:16"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("At equal protection: values 1 apart"))
+    unbounded = math.sqrt(plan(wl.prefix(256), policies.unbounded(256), 0.25, "hb").chosen.expected_mse)
+    assert lines[start + 3] == f"| unbounded | {unbounded:.4g} [ε 0.25] |"
+    assert lines[start + 4].startswith("| threshold:16 |") and "[ε 0.5]" in lines[start + 4]
