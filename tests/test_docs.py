@@ -1,6 +1,9 @@
 """The documentation site: every tutorial runs as written, the site builds with warnings as errors,
 and the tables copied into the pages are what the library prints today."""
 
+import contextlib
+import html
+import io
 import itertools
 import os
 import pathlib
@@ -22,7 +25,7 @@ TUTORIALS = sorted((DOCS / "tutorials").glob("*.md"))
 
 
 def _blocks(page: pathlib.Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
+    return re.findall(r"```python[^\n]*\n(.*?)```", page.read_text(), flags=re.S)
 
 
 def test_every_tutorial_is_in_the_site_and_has_code():
@@ -78,15 +81,74 @@ def test_the_policy_pictures_script_draws_every_panel(tmp_path, monkeypatch):
     assert svg.count("<g id=\"axes_") == 6 and (DOCS / "img" / "policies.svg").exists()
 
 
-def test_the_site_builds_with_warnings_as_errors(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> pathlib.Path:
+    """The site, built once with warnings as errors (tutorials executed by markdown-exec)."""
     mkdocs = shutil.which("mkdocs", path=os.path.dirname(sys.executable)) or shutil.which("mkdocs")
     if mkdocs is None:
         pytest.skip("mkdocs is not installed (pip install -e '.[test]' installs it)")
+    out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    done = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(out)], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "site" / "api" / "index.html").read_text().count("blowfish_te.release.answer") >= 1
+    return out
+
+
+def _text(page: pathlib.Path) -> str:
+    """A built page's text, tags removed and entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text("utf-8")))
+
+
+def test_the_site_builds_and_docstring_references_are_links(site):
+    api = (site / "api" / "index.html").read_text("utf-8")
+    assert api.count("blowfish_te.release.answer") >= 1
+    assert 'class="autorefs autorefs-internal" title="line(k) (blowfish_te.policies.line)"' in api
+    written = ["people.csv", "dirty.csv", "old.csv", "ages.csv", "ledger.db", "policies.svg"]  # by the tutorials' code
+    assert not [name for name in written if (ROOT / name).exists() or (DOCS / name).exists()]
+
+
+def test_no_page_shows_a_raw_sphinx_role(site):
+    roles = re.compile(r":(?:py:)?(?:func|class|meth|data|mod|attr|exc|obj|const):`?")
+    found = {str(page.relative_to(site)): roles.findall(_text(page)) for page in site.rglob("*.html")}
+    assert not {page: hits for page, hits in found.items() if hits}
+
+
+def test_code_blocks_wrap_instead_of_being_cut(site):
+    css = (site / "stylesheets" / "extra.css").read_text()
+    assert re.search(r"pre > code \{[^}]*white-space: pre-wrap", css)
+    for page in site.rglob("index.html"):
+        assert "stylesheets/extra.css" in page.read_text("utf-8"), page
+    home = _text(site / "index.html")
+    assert "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && blowfish-te demo" in home
+
+
+def _untimed(text: str) -> str:
+    """Text with run times ("2.2 s") blanked: they differ between the build and the test."""
+    return re.sub(r"\d+(\.\d+)? s\b", "… s", text)
+
+
+@pytest.mark.parametrize("page", TUTORIALS, ids=lambda p: p.stem)
+def test_every_tutorial_page_shows_what_its_code_prints(page, site, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": f"tutorial_{page.stem.replace('-', '_')}"}
+    built = _untimed(_text(site / "tutorials" / page.stem / "index.html"))
+    outputs = []
+    try:
+        for block in _blocks(page):
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(compile(block, str(page), "exec"), namespace)
+            outputs.append(printed.getvalue().strip())
+    finally:
+        for name in [name for name, cls in MECHANISMS.items() if not cls.__module__.startswith("blowfish_te.")]:
+            del MECHANISMS[name]
+    assert any(outputs), f"{page.name} prints nothing: a tutorial shows its results"
+    for out in filter(None, outputs):
+        if out.startswith("<svg"):
+            assert "<svg" in (site / "tutorials" / page.stem / "index.html").read_text("utf-8")
+        else:
+            first = _untimed(out.splitlines()[0].strip())
+            assert first in built, f"{page.name}: {first!r} is not on the page"
 
 
 def _reproductions_script():
