@@ -15,6 +15,7 @@ import pathlib
 import time
 
 import numpy as np
+from _measure import Recorder, add_options
 
 import blowfish_te as bt
 from blowfish_te import datasets
@@ -32,7 +33,9 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=0.1)
     parser.add_argument("--mechanisms", nargs="+", default=["identity", "hb", "greedyh", "ugrid", "agrid", "privtree", "dawa"])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    add_options(parser)
     args = parser.parse_args()
+    record = Recorder(args.json)
     shape = (args.side, args.side)
     workload = bt.workloads.dpbench_ranges(shape, 2000, rng=0)
     policy = bt.policies.unbounded(shape)
@@ -49,7 +52,9 @@ def main() -> None:
             for seed, (x, truth) in enumerate(zip(samples, truths)):
                 answers = bt.answer(workload, x, policy, args.epsilon, mechanism, rng=seed).answers
                 errors.append(np.mean((answers - truth) ** 2))
-            cells.append(f"{np.sqrt(np.mean(errors)):.0f} ({(time.perf_counter() - start) / args.seeds:.2f} s)")
+            rmse = record(f"{name}, {args.side}², {mechanism}: per-query RMSE", np.sqrt(np.mean(errors)), "rmse")
+            took = record(f"{name}, {args.side}², {mechanism}: seconds per release", (time.perf_counter() - start) / args.seeds, "s")
+            cells.append(f"{rmse:.0f} ({took:.2f} s)")
         print(f"| {name} | {int(samples[0].sum())} | " + " | ".join(cells) + " |", flush=True)
 
 

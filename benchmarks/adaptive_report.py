@@ -32,6 +32,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from _measure import Recorder, add_options
 
 import blowfish_te as bt
 from blowfish_te import datasets, policies
@@ -140,6 +141,10 @@ def run(tasks, function, workers):
         return list(pool.map(function, tasks))
 
 
+#: The measurements kept for benchmarks/run.py (``--json``); set by main.
+record = Recorder(None)
+
+
 def report_histograms(shapes_1d, seeds, workers) -> None:
     print("## 1-D histograms (4096 cells): MSE over the plain release\n")
     print("dawa, dawa without check (today) over Identity (unbounded DP); ptt and its unchecked twin over "
@@ -154,6 +159,8 @@ def report_histograms(shapes_1d, seeds, workers) -> None:
         f = " ".join(x for x in (flags(r["dawa"], r["dawa0"]), flags(r["ptt"], r["ptt0"]),
                                  ">1.15 adaptive" if max(ad_dp, ad_line) > 1.15 else "") if x)
         count += bool(f)
+        for key, value in (("dawa", r["dawa"]), ("ptt", r["ptt"]), ("adaptive DP", ad_dp), ("adaptive line", ad_line)):
+            record(f"histogram, {name}, scale {scale:.0e}, ε {eps:g}: {key} MSE over the plain release", value, "ratio")
         print(f"| {name} | {scale:.0e} | {eps:g} | {r['dawa']:.4f} | {r['dawa0']:.4f} | {r['ptt']:.4f} | {r['ptt0']:.4f} | "
               f"{ad_dp:.2f} | {ad_line:.2f} | {f} |", flush=True)
     print(f"\n{count} of {len(tasks)} cells flagged.\n")
@@ -171,6 +178,8 @@ def report_ranges(shapes_1d, seeds, workers) -> None:
         ad_line = r["ad_line"] / min(r["ptt0"], r["plain_line"])
         f = " ".join(x for x in (flags(r["dawa"], r["dawa0"]), flags(r["ptt"], r["ptt0"]),
                                  ">1.15 adaptive" if max(ad_dp, ad_line) > 1.15 else "") if x)
+        for key, value in (("dawa", r["dawa"]), ("ptt", r["ptt"]), ("adaptive DP", ad_dp), ("adaptive line", ad_line)):
+            record(f"{kind}, {name}, scale {scale:.0e}: {key} MSE over the plain release", value, "ratio")
         print(f"| {kind} | {name} | {scale:.0e} | {r['dawa']:.4f} | {r['dawa0']:.4f} | {r['ptt']:.4f} | {r['ptt0']:.4f} | "
               f"{ad_dp:.2f} | {ad_line:.2f} | {f} |", flush=True)
     print()
@@ -183,6 +192,8 @@ def report_grids(shapes_2d, seeds, workers) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     tasks = [(n, s, scale, eps, seeds) for n, s in shapes_2d.items() for scale in (10**4, 10**6) for eps in (0.01, 0.1)]
     for name, scale, eps, r in run(tasks, grid_cell, workers):
+        for key in ("ugrid", "agrid", "privtree", "dawa", "adaptive", "grid1"):
+            record(f"2-D, {name}, scale {scale:.0e}, ε {eps:g}: {key} MSE over Identity", r[key], "ratio")
         print(f"| {name} | {scale:.0e} | {eps:g} | {r['ugrid']:.3f} | {r['agrid']:.3f} | {r['privtree']:.3f} | {r['dawa']:.3f} | "
               f"{r['adaptive']:.3f} | {r['grid1']:.3f} ({r['grid1_best']}) |", flush=True)
     print()
@@ -221,6 +232,8 @@ def report_speed(shapes_1d) -> None:
                 noise = CellNoise("independent", 2 / rest**2, K)
                 alone = seconds(lambda: (lambda cells: smooth(cells, noise) if smoothed else cells)(
                     bt.answer(w, x, unbounded, rest, "identity", rng=1).answers))
+            for key, value in (("dawa DP", dp), ("dawa line", ln), ("adaptive DP", ad)):
+                record(f"speed, {name}, scale {scale:.0e}, ε {eps:g}: {key} warm release", value, "s")
             print(f"| {name} | {scale:.0e} | {eps:g} | {dp:.3f} | {ln:.3f} | {ln / dp:.2f} | {ad:.3f} | {features:.3f} | {ran} | "
                   f"{alone:.3f} | {ad / (alone + features):.2f} |", flush=True)
     print()
@@ -233,7 +246,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--only", default="hist,ranges,2d,speed")
+    add_options(parser)
     args = parser.parse_args()
+    global record
+    record = Recorder(args.json)
     if args.data_dir is not None:
         datasets.data_dir(args.data_dir)  # a clear error when the folder does not exist
     parts = set(args.only.split(","))

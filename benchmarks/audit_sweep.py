@@ -15,6 +15,8 @@ import dataclasses
 import pathlib
 import time
 
+from _measure import Recorder, add_options
+
 from blowfish_te.audit import SWEEP_CONFIGS, sweep, sweep_table
 
 
@@ -25,7 +27,9 @@ def main() -> None:
     parser.add_argument("--mechanisms", nargs="+", help="labels to audit (default: all)")
     parser.add_argument("--policies", nargs="+", help="policies to audit (default: all)")
     parser.add_argument("--out", type=pathlib.Path, help="also write the table to this markdown file")
+    add_options(parser)
     args = parser.parse_args()
+    record = Recorder(args.json)
     config = SWEEP_CONFIGS[args.config]
     if args.secure:
         config = dataclasses.replace(config, name=f"{config.name}+secure", secure=True)
@@ -34,6 +38,8 @@ def main() -> None:
     total = time.perf_counter() - start
     audited = [r for r in rows if r.report is not None]
     failed = [r for r in audited if not r.report.passed]
+    record(f"{config.name}: audits that FAIL", len(failed), "count")
+    record(f"{config.name}: the whole sweep", total, "s")
     settings = ", ".join(f"{f.name}={getattr(config, f.name)!r}" for f in dataclasses.fields(config))
     text = "\n".join([
         sweep_table(rows),

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+from _measure import Recorder, add_options
+
 FIRST = """
 import time
 start = time.perf_counter()
@@ -74,7 +76,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--large", action="store_true", help="also 2^24 cells, 10,000 ranges (a minute, a few GB)")
+    add_options(parser)
     args = parser.parse_args()
+    record = Recorder(args.json)
     import blowfish_te
 
     compileall.compile_dir(blowfish_te.__path__[0], quiet=1)
@@ -86,6 +90,9 @@ def main() -> None:
         first.append(time.perf_counter() - start)
         calls.append(float(out.stdout))
     b, f, c = statistics.median(base), statistics.median(first), statistics.median(calls)
+    record("import numpy, scipy.sparse in a fresh process", b, "s")
+    record("first Identity release at K = 4096 in a fresh process, imports included", f, "s")
+    record("first Identity release at K = 4096: the call", c, "s")
     print(f"import numpy, scipy.sparse: {b * 1000:.0f} ms; first Identity release at K = 4096 in a fresh process: "
           f"{f * 1000:.0f} ms = {f / b:.2f} x; the call itself {c * 1000:.1f} ms")
     if args.large:

@@ -1,38 +1,30 @@
 """Speed of the core: policy construction, the tree transform, W_G and sensitivities.
 
-Run: ``python benchmarks/bench_core.py`` (add ``--repeat N`` for more repetitions). Prints the best
-wall-clock time of each step.
+Run: ``python benchmarks/bench_core.py`` (add ``--repeat N`` for more repetitions), or with the
+others through ``benchmarks/run.py``. Prints the best wall-clock time of each step.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from _measure import Recorder, add_options, best_of
 
 from blowfish_te import policies, sensitivity, transform
 from blowfish_te import workloads as wl
 from blowfish_te.transform import TreeTransform
 
 
-def best_of(repeat: int, fn) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
-    r = parser.parse_args().repeat
-    rows = []
+    add_options(parser)
+    args = parser.parse_args()
+    r, record = args.repeat, Recorder(args.json)
 
     def row(name, seconds, target=""):
-        rows.append((name, seconds, target))
+        record(name, seconds, "s")
         print(f"{name:<58} {seconds * 1000:>10.1f} ms   {target}", flush=True)
 
     k = 10**6

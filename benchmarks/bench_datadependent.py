@@ -9,9 +9,8 @@ first call is printed too. Targets: DAWA < 0.2 s and AHP < 0.05 s per run at K =
 from __future__ import annotations
 
 import argparse
-import time
 
-from bench_core import best_of  # sibling script: run from benchmarks/ or as python benchmarks/...
+from _measure import Recorder, add_options, best_of
 
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
@@ -22,17 +21,16 @@ ONE_D = ["ADULT", "HEPTH", "INCOME", "MEDCOST", "NETTRACE", "PATENT", "SEARCHLOG
 
 
 def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+    return best_of(1, fn)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--repeat", type=int, default=5)
+    add_options(parser)
     args = parser.parse_args()
-    r = args.repeat
+    r, record = args.repeat, Recorder(args.json)
     k = 4096
     prefix, histogram = wl.prefix(k), wl.identity(k)
     found = datasets.available(args.data_dir)
@@ -43,22 +41,27 @@ def main() -> None:
     for name, x in data.items():
         for label, w in (("prefix", prefix), ("histogram", histogram)):
             dawa, ahp = M.DAWA(), M.AHP()
-            cold = timed(lambda: dawa.run(w, x, 0.1, rng=0))
-            warm = best_of(r, lambda: dawa.run(w, x, 0.1, rng=1))
-            ahp_warm = best_of(r, lambda: ahp.run(w, x, 0.1, rng=1))
+            cold = record(f"{name}, {label}: DAWA cold", timed(lambda: dawa.run(w, x, 0.1, rng=0)), "s")
+            warm = record(f"{name}, {label}: DAWA warm", best_of(r, lambda: dawa.run(w, x, 0.1, rng=1)), "s")
+            ahp_warm = record(f"{name}, {label}: AHP warm", best_of(r, lambda: ahp.run(w, x, 0.1, rng=1)), "s")
             ratio, penalty = dawa.split(w)
-            part = best_of(r, lambda: dawa_partition(x, ratio * 0.1, (1 - ratio) * 0.1, rng=1, penalty=penalty))
+            part = record(f"{name}, {label}: DAWA partition", best_of(
+                r, lambda: dawa_partition(x, ratio * 0.1, (1 - ratio) * 0.1, rng=1, penalty=penalty)), "s")
             print(f"{name:<11} {label:<9} {cold * 1e3:>8.0f}ms {warm * 1e3:>8.0f}ms {ahp_warm * 1e3:>7.1f}ms {part * 1e3:>8.1f}ms",
                   flush=True)
 
     x = data["synthetic"]
-    print(f"noisy pairing partition, K = 4096: {best_of(r, lambda: noisy_pairing_partition(x, policies.line(k), 0.05, 0.05, rng=1)):.3f} s")
-    print(f"MWEM (T = 10), K = 4096: {best_of(1, lambda: M.MWEM().run(prefix, x, 0.1, rng=1)):.3f} s")
+    seconds = best_of(r, lambda: noisy_pairing_partition(x, policies.line(k), 0.05, 0.05, rng=1))
+    print(f"noisy pairing partition, K = 4096: {record('noisy pairing partition, K = 4096', seconds, 's'):.3f} s")
+    seconds = best_of(1, lambda: M.MWEM().run(prefix, x, 0.1, rng=1))
+    print(f"MWEM (T = 10), K = 4096: {record('MWEM (T = 10), K = 4096', seconds, 's'):.3f} s")
     big = 2**16
     xb = datasets.synthetic(big, 10**7, rng=0)
-    print(f"DAWA partition, K = 2^16: {best_of(1, lambda: dawa_partition(xb, 0.025, 0.075, rng=1)):.3f} s")
+    seconds = best_of(1, lambda: dawa_partition(xb, 0.025, 0.075, rng=1))
+    print(f"DAWA partition, K = 2^16: {record('DAWA partition, K = 2^16', seconds, 's'):.3f} s")
     xs = datasets.synthetic(256, 10_000, rng=0)
-    print(f"Anuarbek's exact matching partition, K = 256: {best_of(1, lambda: matching_partition(xs, 0.05, 0.05, rng=1)):.3f} s")
+    seconds = best_of(1, lambda: matching_partition(xs, 0.05, 0.05, rng=1))
+    print(f"Anuarbek's exact matching partition, K = 256: {record('exact matching partition, K = 256', seconds, 's'):.3f} s")
 
 
 if __name__ == "__main__":

@@ -12,12 +12,18 @@ cells with 10,000 random ranges, with the process's peak memory.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import pathlib
 import subprocess
 import sys
 
+from _measure import Recorder, add_options
+
 SCRIPT = """
-import resource, sys, time
+import json, sys, time
 import numpy as np
+from _measure import peak_mb
 import blowfish_te as bt
 mechanism, spec, shape = sys.argv[1], sys.argv[2], tuple(int(s) for s in sys.argv[3].split("x"))
 large = shape[0] > 2**20
@@ -31,14 +37,13 @@ start = time.perf_counter()
 release = bt.answer(w, x, policy, 1.0, mechanism, rng=0)
 first = time.perf_counter() - start
 if large:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"{mechanism:<10} {spec:<10} {shape[0]:>8}  first {first:6.2f} s  peak {peak:5.2f} GB  route {release.route}")
+    print(json.dumps({"first": first, "peak_mb": peak_mb(), "route": release.route}))
     sys.exit()
 start = time.perf_counter()
 for seed in range(20):
     bt.answer(w, x, policy, 1.0, mechanism, rng=seed)
 warm = (time.perf_counter() - start) / 20
-print(f"{mechanism:<10} {spec:<10} {'x'.join(map(str, shape)):>8}  first {first:6.2f} s  warm {warm * 1000:7.2f} ms  route {release.route}")
+print(json.dumps({"first": first, "warm": warm, "route": release.route}))
 """
 
 
@@ -47,14 +52,32 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4096)
     parser.add_argument("--shape", type=int, default=128, help="side of the 2-D grid")
     parser.add_argument("--large", action="store_true", help="also 2^24 cells, 10,000 ranges (minutes, several GB)")
+    add_options(parser)
     args = parser.parse_args()
+    record = Recorder(args.json)
     runs = [(m, p, str(args.k)) for p in ("unbounded", "line") for m in ("identity", "hb", "h2", "privelet", "greedyh")]
     runs += [(m, p, f"{args.shape}x{args.shape}") for p in ("unbounded", "grid:1") for m in ("hb", "quadtree", "privelet")]
     if args.large:
         runs += [("identity", "line", str(2**24)), ("hb", "unbounded", str(2**24))]
+    here = str(pathlib.Path(__file__).resolve().parent)
     for mechanism, spec, shape in runs:
-        out = subprocess.run([sys.executable, "-c", SCRIPT, mechanism, spec, shape], capture_output=True, text=True)
-        print(out.stdout.strip() or f"{mechanism} {spec} {shape}: failed: {out.stderr.strip().splitlines()[-1]}", flush=True)
+        out = subprocess.run([sys.executable, "-c", SCRIPT, mechanism, spec, shape], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": here})
+        if out.returncode:
+            print(f"{mechanism} {spec} {shape}: failed: {out.stderr.strip().splitlines()[-1]}", flush=True)
+            continue
+        r = json.loads(out.stdout)
+        case = f"{mechanism} under {spec} on {shape}"
+        if "warm" in r:
+            record(f"{case}: first release", r["first"], "s")
+            record(f"{case}: warm release", r["warm"], "s")
+            print(f"{mechanism:<10} {spec:<10} {shape:>8}  first {r['first']:6.2f} s  warm {r['warm'] * 1000:7.2f} ms  "
+                  f"route {r['route']}", flush=True)
+        else:
+            record(f"{case}: first release", r["first"], "s")
+            record(f"{case}: peak memory", r["peak_mb"], "MB")
+            print(f"{mechanism:<10} {spec:<10} {shape:>8}  first {r['first']:6.2f} s  peak {r['peak_mb'] / 1024:5.2f} GB  "
+                  f"route {r['route']}", flush=True)
 
 
 if __name__ == "__main__":

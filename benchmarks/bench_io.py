@@ -19,6 +19,7 @@ import tempfile
 import time
 
 import numpy as np
+from _measure import Recorder, add_options
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -83,7 +84,9 @@ def main(argv=None) -> None:
     ap.add_argument("--dir", default=None, help="where to write the files (default: a temporary folder)")
     ap.add_argument("--parquet-only", action="store_true")
     ap.add_argument("--release", action="store_true", help="also time histogram + prefix release under line(100)")
+    add_options(ap)
     args = ap.parse_args(argv)
+    record = Recorder(args.json)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         start = time.perf_counter()
         files = _write(pathlib.Path(tmp), args.records, args.parquet_only)
@@ -96,6 +99,8 @@ def main(argv=None) -> None:
                 r = _measure(kind, path, what)
                 assert r["n"] == args.records, r
                 label = {"io": "io.histogram", "duckdb": "DuckDB GROUP BY", "release": "histogram + release (line)"}[what]
+                record(f"{label}, {kind}, {args.records} records", r["seconds"], "s")
+                record(f"{label}, {kind}, {args.records} records: peak memory", r["peak_mb"], "MB")
                 print(f"| {kind} | {label} | {r['seconds']:.2f} | {r['peak_mb']:.0f} |", flush=True)
 
 

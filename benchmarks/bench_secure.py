@@ -10,25 +10,20 @@ busy machine the CPU time is the fairer figure.
 from __future__ import annotations
 
 import argparse
-import time
 from fractions import Fraction
 
 import numpy as np
+from _measure import Recorder, add_options, timed
 
 from blowfish_te.secure import discrete_laplace, lattice_laplace, opendp_available
-
-
-def timed(fn) -> tuple[float, float]:
-    """(wall-clock, CPU) seconds of one call."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=10**6)
-    n = parser.parse_args().draws
+    add_options(parser)
+    args = parser.parse_args()
+    n, record = args.draws, Recorder(args.json)
     values = np.random.default_rng(0).normal(0.0, 100.0, n)
     backends = ["builtin", "opendp"] if opendp_available() else ["builtin"]
     rows = [("numpy Generator.laplace (floating point, not hardened)", timed(lambda: np.random.default_rng(0).laplace(0.0, 3.0, n)))]
@@ -39,6 +34,7 @@ def main() -> None:
         rows.append((f"lattice_laplace(scale 0.7, Δ 2), {backend}", timed(lambda: lattice_laplace(values, 0.7, 2.0, backend))))
     print(f"{n} draws")
     for name, (wall, cpu) in rows:
+        record(f"{name}: CPU per draw", cpu / n, "s")
         print(f"{name:<58} wall {wall:>7.2f} s   CPU {cpu:>7.2f} s   {cpu / n * 1e6:>6.2f} µs/draw (CPU)")
 
 

@@ -12,15 +12,20 @@ on a cyclic policy run on its BFS spanning tree.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import pathlib
 import subprocess
 import sys
+
+from _measure import Recorder, add_options
 
 MECHANISMS = ("identity", "hb", "quadtree", "privelet", "greedyh", "ugrid", "agrid", "privtree", "dawa")
 RECORD_MODELS = ("ugrid", "agrid")
 
 SCRIPT = """
-import pathlib, resource, sys, time
+import json, pathlib, sys, time
+from _measure import peak_mb
 import numpy as np
 import blowfish_te as bt
 from blowfish_te import datasets
@@ -37,10 +42,8 @@ tree = None if linear or policy.is_forest else "bfs"  # data-dependent on a cycl
 start = time.perf_counter()
 release = bt.answer(w, x, policy, 0.1, mechanism, rng=0, tree=tree)
 seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
 rmse = float(np.sqrt(np.mean((release.answers - w.matvec(x)) ** 2)))
-print(f"{mechanism:<9} {spec:<10} {side:>4}²  first {seconds:6.2f} s  peak {peak:6.0f} MB  route {release.route:<9} "
-      f"one-run RMSE {rmse:8.1f}")
+print(json.dumps({"seconds": seconds, "peak_mb": peak_mb(), "route": release.route, "rmse": rmse}))
 """
 
 
@@ -52,7 +55,9 @@ def main() -> None:
     parser.add_argument("--data-dir", type=pathlib.Path,
                         default=pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "dpbench")
     parser.add_argument("--dataset", default="SF-CABS-E")
+    add_options(parser)
     args = parser.parse_args()
+    record, here = Recorder(args.json), str(pathlib.Path(__file__).resolve().parent)
     path = args.data_dir / "2D" / f"{args.dataset}.npy"
     print(f"data: {path if path.exists() else 'synthetic (no ' + str(path) + ')'}")
     for side in args.shapes:
@@ -60,7 +65,14 @@ def main() -> None:
             for mechanism in args.mechanisms:
                 if mechanism in RECORD_MODELS and spec != "unbounded":
                     continue
-                subprocess.run([sys.executable, "-c", SCRIPT, mechanism, spec, str(side), str(path)], check=True)
+                out = subprocess.run([sys.executable, "-c", SCRIPT, mechanism, spec, str(side), str(path)], check=True,
+                                     capture_output=True, text=True, env={**os.environ, "PYTHONPATH": here})
+                r = json.loads(out.stdout)
+                case = f"{mechanism} under {spec} on {side}x{side}"
+                record(f"{case}: first release", r["seconds"], "s")
+                record(f"{case}: peak memory", r["peak_mb"], "MB")
+                print(f"{mechanism:<9} {spec:<10} {side:>4}²  first {r['seconds']:6.2f} s  peak {r['peak_mb']:6.0f} MB  "
+                      f"route {r['route']:<9} one-run RMSE {r['rmse']:8.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Routes for 2-D grid policies: stretch of every candidate tree, expected error of every route for
 2000 DPBench random rectangles, and the automatic choice.
 
-Run: ``python benchmarks/cyclic_routes_2d.py [--sizes 64 256] [--json out.json]``.
-The 64 × 64 rows are the test fixture ``tests/fixtures/grid_routes_64.json``.
+Run: ``python benchmarks/cyclic_routes_2d.py [--sizes 64 256] [--fixture out.json]``.
+The 64 × 64 rows (``--sizes 64 --fixture ...``) are the test fixture ``tests/fixtures/grid_routes_64.json``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
+
+from _measure import Recorder, add_options
 
 from blowfish_te import plan, policies, trees
 from blowfish_te import workloads as wl
@@ -39,13 +41,18 @@ def report(size: int, theta: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256])
-    parser.add_argument("--json", help="write the rows to this file")
+    parser.add_argument("--fixture", help="write the rows to this file")
+    add_options(parser)
     args = parser.parse_args()
+    record = Recorder(args.json)
     rows = []
     for size in args.sizes:
         for theta in (1, 4):
             row = report(size, theta)
             rows.append(row)
+            record(f"grid(({size}, {size}), {theta}): planning", row["seconds"], "s")
+            for mechanism, chosen in row["chosen"].items():
+                record(f"grid(({size}, {size}), {theta}), {mechanism}: chosen route's MSE", row["routes"][mechanism][chosen], "mse")
             print(f"\n## grid(({size}, {size}), theta={theta}), {QUERIES} random rectangles, epsilon = {EPSILON} ({row['seconds']} s)")
             print("stretch: " + ", ".join(f"{k} {v}" for k, v in row["stretch"].items()))
             for mechanism, routes in row["routes"].items():
@@ -54,8 +61,8 @@ def main() -> None:
                     print(f"    {label:<70} {mse:>14.1f}")
                 for label, floor in row["floors"][mechanism].items():
                     print(f"    {label:<70} skipped: per-query MSE >= {floor:.1f}")
-    if args.json:
-        with open(args.json, "w") as fh:
+    if args.fixture:
+        with open(args.fixture, "w") as fh:
             json.dump(rows, fh, indent=1)  # key order is the ranking
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from _measure import Recorder, add_options
 
 from blowfish_te import answer, plan, policies
 from blowfish_te import workloads as wl
@@ -20,7 +21,9 @@ REFERENCE = {4: 72, 16: 180, 64: 600}
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=200)
-    trials = parser.parse_args().trials
+    add_options(parser)
+    args = parser.parse_args()
+    trials, record = args.trials, Recorder(args.json)
     print(f"| theta | k | reference | analytic | Monte-Carlo mean ± 95% CI ({trials} trials) | auto choice |")
     print("|---|---|---|---|---|---|")
     for theta, ref in REFERENCE.items():
@@ -32,6 +35,7 @@ def main() -> None:
             mse = np.array([np.mean((answer(w, x, policy, 1.0, rng=t, tree="hub").answers - truth) ** 2) for t in range(trials)])
             half = 1.96 * mse.std(ddof=1) / np.sqrt(trials)
             auto = plan(w, policy, 1.0).chosen.label
+            record(f"threshold({k}, {theta}), hub tree: analytic per-query MSE", analytic, "mse")
             print(f"| {theta} | {k} | {ref} | {analytic:.1f} | {mse.mean():.1f} ± {half:.1f} | {auto} |", flush=True)
 
 

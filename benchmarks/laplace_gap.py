@@ -33,6 +33,7 @@ import math
 import time
 
 import numpy as np
+from _measure import Recorder, add_options
 from scipy.optimize import minimize
 
 from blowfish_te import plan, policies
@@ -110,6 +111,10 @@ def convex_laplace_bound(workload_matrix) -> float:
     return float(problem.value) ** 2
 
 
+#: The measurements kept for benchmarks/run.py (``--json``); set by main.
+record = Recorder(None)
+
+
 def row(label, k, policy, restarts, rng) -> None:
     workload = wl.prefix(k)
     matrix = np.asarray(workload.rmatmat(np.eye(k))).T
@@ -122,11 +127,12 @@ def row(label, k, policy, restarts, rng) -> None:
     start = time.perf_counter()
     found = unstructured_search(matrix, incidence, restarts, rng, extra_starts=[tuned]) / bound
     seconds = time.perf_counter() - start
+    record(f"{label}, K = {k}: unstructured search over the SVD bound", found, "ratio")
     library = []
     for name in ["optimized", "hb", "ordered_hierarchical", "ordered_hierarchical_tuned"]:
         try:
             chosen = plan(workload, policy, 1.0, name).chosen
-            library.append(f"{chosen.expected_mse * k / 2 / bound:.2f}")
+            library.append(f"{record(f'{label}, K = {k}: {name} over the SVD bound', chosen.expected_mse * k / 2 / bound, 'ratio'):.2f}")
         except (ValueError, TypeError):
             library.append("n/a")
     print(f"| {label} | {k} | {weighted / bound:.3f} | {convex} | {found:.2f} ({seconds:.0f} s) | {' | '.join(library)} |", flush=True)
@@ -138,7 +144,10 @@ def main() -> None:
     parser.add_argument("--policies", nargs="+", default=["32:4", "64:16"], help="threshold policies as K:theta")
     parser.add_argument("--restarts", type=int, default=6, help="Gaussian starts of the unstructured search")
     parser.add_argument("--seed", type=int, default=0)
+    add_options(parser)
     args = parser.parse_args()
+    global record
+    record = Recorder(args.json)
     rng = np.random.default_rng(args.seed)
     print("## All prefix queries: error over the SVD bound of W P_G (total squared error)\n")
     print("| policy | K | weighted bound | convex Laplace bound | best found (search time) | optimized | hb | ordered_hierarchical | tuned |")

@@ -22,6 +22,7 @@ import math
 import time
 
 import numpy as np
+from _measure import Recorder, add_options
 
 from blowfish_te import datasets, plan, policies
 from blowfish_te import workloads as wl
@@ -32,6 +33,10 @@ TARGETS = {"identity": "≈ 640 (analytic)", "hb": "≈ 149 (analytic)", "privel
 MECHANISMS_1D = ["identity", "hb", "h2", "privelet", "greedyh", "ordered_hierarchical", "ordered_hierarchical_tuned",
                  "optimized", "auto"]
 MECHANISMS_2D = ["identity", "hb", "quadtree", "privelet", "greedyh", "optimized", "auto"]
+
+
+#: The measurements kept for benchmarks/run.py (``--json``); set by main.
+record = Recorder(None)
 
 
 def measured_rmse(release_plan, x, trials) -> tuple[float, float]:
@@ -82,6 +87,11 @@ def table(title, workload, policy_list, mechanisms, eps, x, trials, weighted_ste
             mse = chosen.expected_mse
             measured, spread = measured_rmse(chosen_plan, x, trials) if trials else (float("nan"), float("nan"))
             analytic = "n/a" if mse is None else f"{math.sqrt(mse):.1f}"
+            case = f"{title}, {policy.name}, {name}"
+            record(f"{case}: planning", seconds, "s")
+            if mse is not None:
+                record(f"{case}: analytic per-query RMSE", math.sqrt(mse), "rmse")
+                record(f"{case}: MSE over the SVD bound", mse / bound, "ratio")
             print(f"| {policy.name} | {bounds} | {name} | {chosen.label} | {analytic} | {ratios(mse, bound)} | "
                   f"{ratios(mse, weighted)} | {measured:.1f} (± {100 * spread:.0f} %) | {seconds:.1f} |", flush=True)
     print()
@@ -99,7 +109,10 @@ def main() -> None:
     parser.add_argument("--only", choices=["regression", "1d", "2d"], default=None)
     parser.add_argument("--weighted-steps", type=int, default=20,
                         help="ascent steps of the weighted bound (each one SVD of the dense W P_G)")
+    add_options(parser)
     args = parser.parse_args()
+    global record
+    record = Recorder(args.json)
     eps, k = args.epsilon, args.cells
     try:
         x1 = datasets.load(args.dataset, args.data_dir)

@@ -19,3 +19,51 @@ def test_bench_io_reports_the_child_s_own_peak_memory_not_the_parent_s(tmp_path)
     result = bench_io._measure("csv", path, "io")
     assert result["n"] == 100 and result["peak_mb"] < 400, result
     del ballast
+
+
+def test_every_benchmark_script_is_in_the_runner_and_records_its_measurements():
+    import run
+
+    folder = pathlib.Path(run.__file__).parent
+    scripts = {p.stem for p in folder.glob("*.py")} - {"run", "_measure"}
+    assert scripts == set(run.SCRIPTS)
+    for name in scripts:
+        text = (folder / f"{name}.py").read_text()
+        assert "add_options(" in text and "Recorder(" in text, name
+
+
+def test_the_runner_records_a_script_s_measurements_with_the_commit(tmp_path):
+    import run
+
+    (tmp_path / "fake.py").write_text(
+        "import argparse\nfrom _measure import Recorder, add_options\n"
+        "parser = argparse.ArgumentParser()\nparser.add_argument('--size', type=int, default=10)\nadd_options(parser)\n"
+        "args = parser.parse_args()\nrecord = Recorder(args.json)\n"
+        "record('size', args.size, 'count')\nrecord('quick', float(args.quick), 'count')\n")
+    (tmp_path / "broken.py").write_text("raise SystemExit('no data here')\n")
+    scripts = {"fake": (["--size", "3"], False), "broken": ([], False)}
+    record = run.run(["fake", "broken"], True, None, 60, folder=tmp_path, scripts=scripts)
+    assert record["scripts"]["fake"] == {"status": "ok", "seconds": record["scripts"]["fake"]["seconds"], "measurements": 2}
+    assert record["scripts"]["broken"]["status"] == "failed: no data here"
+    assert [(m["case"], m["value"]) for m in record["measurements"]] == [("size", 3.0), ("quick", 1.0)]
+    assert record["measurements"][0]["script"] == "fake" and record["commit"] == (run._git("rev-parse", "HEAD") or "unknown")
+
+
+def test_a_comparison_flags_what_got_worse_beyond_its_unit_s_tolerance(tmp_path):
+    import json
+
+    import run
+
+    def record(commit, values):
+        return {"commit": commit, "modified": False,
+                "measurements": [{"script": "s", "case": c, "value": v, "unit": u} for c, v, u in values]}
+
+    old = record("a" * 40, [("t", 1.0, "s"), ("rmse", 100.0, "rmse"), ("drift", 100.0, "rmse"), ("gone", 1.0, "s")])
+    new = record("b" * 40, [("t", 1.2, "s"), ("rmse", 102.0, "rmse"), ("drift", 100.5, "rmse"), ("new", 1.0, "s")])
+    table, worse = run.compare(old, new)
+    assert worse == 1  # 20 % slower is within the timing noise; 2 % more error is not
+    assert "| s | rmse | rmse | 100 | 102 | 1.020 | worse |" in table and "| s | t | s | 1 | 1.2 | 1.200 |  |" in table
+    assert "1 case(s) of the old record are not in the new one: s: gone" in table
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    assert run.main(["--compare", str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 1
