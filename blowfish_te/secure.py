@@ -148,7 +148,7 @@ def _uniform_below(modulus: int, count: int) -> np.ndarray:
     return words // np.uint64(q)
 
 
-def _bernoulli_exp_scalar(num: int, den: int, k: int = 1) -> bool:
+def _bernoulli_exp_scalar(num: int, den: int, k: int) -> bool:
     """True with probability exp(-num/den), for integers 0 <= num <= den (CKS20, Algorithm 1),
     continuing a run that has reached step ``k``.
 

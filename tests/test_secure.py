@@ -9,6 +9,7 @@ times the critical value; expected margins are given at each test).
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -536,3 +537,193 @@ def test_seeded_partitions_are_unchanged():
     assert noisy_pairing_partition(X12, policies.line(K12), 0.5, 0.5, rng=4).tolist() == [
         1, 5, 0, 7, 4, 2, 2, 6, 3, 3, 1, 4,
     ]
+
+
+# -- exact arithmetic where it is rarely reached ------------------------------------------------
+# Paths a random draw reaches with probability e^-127 or never at the test's sizes (integers past
+# int64, scales past 2^63 in the denominator, values near the float range), driven here with the
+# random parts fixed, so that every result can be checked exactly.
+
+
+def test_builtin_draws_are_exact_where_int64_would_overflow(monkeypatch):
+    """X = U + num·V leaves int64 for V >= 128 when num is near 2^56: those lanes are computed in
+    Python integers. With U, V and the signs fixed, Y = ⌊X / den⌋ must be exact for every V."""
+    import blowfish_te.secure as secure
+
+    num, den = 2**56 - 1, 2**10
+    vs = [0, 5, 126, 127, 128, 129, 200, 255, 256, 300]
+    monkeypatch.setattr(secure, "_uniform_below", lambda modulus, count: np.full(count, modulus - 1, dtype=np.uint64))
+    monkeypatch.setattr(secure, "_bernoulli_exp", lambda num, den, count: np.ones(count, dtype=bool))
+    monkeypatch.setattr(secure, "_geometric_exp1", lambda count: np.resize(np.array(vs, dtype=np.int64), count))
+    monkeypatch.setattr(secure.secrets, "token_bytes", lambda n: bytes(n))  # every sign bit 0: positive
+    draws = secure._builtin_draws(Fraction(num, den), len(vs))
+    assert draws.dtype == np.int64
+    assert draws.tolist() == [(num - 1 + num * v) // den for v in vs]
+
+
+def test_a_scale_below_two_to_the_minus_63_draws_zeros():
+    """den >= 2^63 cannot be an int64 divisor; X < 2^63 <= den makes every draw 0."""
+    for den in (2**63, 2**64, 2**70):
+        draws = discrete_laplace(Fraction(1, den), 200, "builtin")
+        assert draws.dtype == np.int64 and not draws.any()
+
+
+def test_geometric_draws_and_every_output_are_int64():
+    from blowfish_te.secure import _geometric_exp1
+
+    assert _geometric_exp1(50).dtype == np.int64
+    assert discrete_laplace(0, 3).dtype == np.int64 and discrete_laplace(Fraction(7, 2), 3).dtype == np.int64
+
+
+def test_shifted_sums_exactly_past_two_to_the_62():
+    from blowfish_te.secure import _shifted
+
+    points = np.array([3.0, -2.0**62, 2.0**62, 2.0**70, -5.0, 2.0**61])
+    noise = np.array([-4, 1, 2**62, -(2**62), 2**62 + 5, 2**62 - 1], dtype=np.int64)
+    expected = [float(int(p) + int(n)) for p, n in zip(points, noise)]
+    assert _shifted(points, noise).tolist() == expected
+    big = np.array([2**53 + 1, 7], dtype=np.int64)  # exact integers beyond the double's 53 bits
+    assert _shifted(big, np.array([1, 1], dtype=np.int64)).tolist() == [float(2**53 + 2), 8.0]
+
+
+def test_integer_laplace_sums_int64_values_beyond_53_bits_exactly(monkeypatch):
+    import blowfish_te.secure as secure
+
+    monkeypatch.setattr(secure, "discrete_laplace", lambda scale, size, backend=None: np.ones(size, dtype=np.int64))
+    assert integer_laplace(np.array([2**53 + 1, -(2**60) - 1]), 1.0).tolist() == [float(2**53 + 2), float(-(2**60))]
+    assert integer_laplace(np.array([4.0, -1.0], dtype=np.float32), 1.0).tolist() == [5.0, 0.0]
+
+
+def test_the_opendp_scale_is_the_smallest_double_at_least_the_exact_one():
+    from blowfish_te.secure import _float_at_least
+
+    for value in (Fraction(1, 3), Fraction(2, 3), Fraction(1, 10), Fraction(10**20 + 1), Fraction(1, 2), Fraction(3)):
+        out = _float_at_least(value)
+        assert Fraction(out) >= value and Fraction(math.nextafter(out, -math.inf)) < value
+
+
+def test_bounded_scales_grow_by_less_than_two_to_the_minus_54():
+    from blowfish_te.secure import _bounded
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        scale = Fraction(int(rng.integers(2**57, 2**62)) | 1, int(rng.integers(2**20, 2**30)) | 1)  # at most 2^42
+        bounded = _bounded(scale)
+        assert bounded.numerator <= 2**56 and scale <= bounded < scale * (1 + Fraction(1, 2**54))
+    assert _bounded(Fraction(2**56, 3)) == Fraction(2**56, 3)  # a numerator of 2^56 is kept
+
+
+def test_bernoulli_exp_steps_are_strict_comparisons(monkeypatch):
+    """⌊w/q⌋ < a is w < a·q: a word equal to a·q must stop the run (a ≤ would continue it), and a
+    scalar run with num = 0 always stops at k = 1 (exp(0) = 1)."""
+    import blowfish_te.secure as secure
+
+    def boundary_words(modulus, count):
+        q = 2**32 // modulus if modulus <= 2**32 else 2**64 // modulus
+        return np.full(count, q * 1, dtype=np.uint64), q  # exactly a·q for a = 1
+
+    monkeypatch.setattr(secure, "_uniform_words", boundary_words)
+    assert secure._bernoulli_exp(1, 3, 4).tolist() == [True] * 4  # stopped at k = 1: odd
+    monkeypatch.undo()
+    for k in (1, 3, 301):  # the run ends at K = k, odd: True every time (a <= would go on with probability 1/(5k))
+        assert all(secure._bernoulli_exp_scalar(0, 5, k) for _ in range(200))
+    assert not any(secure._bernoulli_exp_scalar(0, 5, 2) for _ in range(50))  # K = 2, even
+
+
+def test_uniform_words_refuse_the_word_at_the_limit(monkeypatch):
+    import blowfish_te.secure as secure
+
+    modulus = 3
+    q = 2**32 // modulus
+    served = iter([np.array([q * modulus, 5], dtype=np.uint64), np.array([q * modulus - 1], dtype=np.uint64)])
+    monkeypatch.setattr(secure, "_words", lambda count, bits: next(served)[:count])
+    words, q_out = secure._uniform_words(modulus, 2)
+    assert q_out == q and words.tolist() == [q * modulus - 1, 5]  # the first word, = limit, was drawn again
+
+
+def test_lattice_scale_counts_the_rounding_of_every_value(monkeypatch):
+    """t = scale/Λ + d·scale/Δ exactly, for scales and sensitivities other than 1."""
+    import blowfish_te.secure as secure
+
+    drawn = []
+    monkeypatch.setattr(secure, "discrete_laplace", lambda scale, size, backend=None: drawn.append(Fraction(scale)) or
+                        np.zeros(size, dtype=np.int64))
+    for scale, delta, d in ((0.75, 3.0, 5), (2.5, 0.25, 2), (0.1, 7.0, 3)):
+        secure.lattice_laplace(np.zeros(d), scale, delta)
+        grid = Fraction(2) ** lattice_spacing(delta, d)
+        assert drawn[-1] == Fraction(scale) / grid + d * Fraction(scale) / Fraction(delta)
+
+
+def test_lattice_releases_are_on_the_grid_even_for_one_value_and_clip_huge_ones(monkeypatch):
+    import blowfish_te.secure as secure
+
+    out = lattice_laplace(np.array([0.3]), 1.0, 1.0)
+    grid = 2.0 ** lattice_spacing(1.0, 1)
+    assert out[0] != 0.3 and float(out[0] / grid).is_integer()  # one value gets noise too
+    assert np.array_equal(lattice_laplace(np.array([0.3, -2.5]), 0, 1.0), [0.3, -2.5])  # scale 0: the values
+    monkeypatch.setattr(secure, "discrete_laplace", lambda scale, size, backend=None: np.zeros(size, dtype=np.int64))
+    e = lattice_spacing(1e-3, 2)
+    huge = secure.lattice_laplace(np.array([1.7e308, -1.7e308]), 1.0, 1e-3)
+    assert huge.tolist() == [2.0 ** (1000 + e), -(2.0 ** (1000 + e))]  # clamped to ±2^1000·Λ, finite
+
+
+def test_the_backend_asked_for_is_the_backend_used(monkeypatch):
+    import blowfish_te.secure as secure
+
+    calls = []
+    monkeypatch.setattr(secure, "_builtin_draws", lambda scale, size: calls.append("builtin") or np.zeros(size, np.int64))
+    monkeypatch.setattr(secure, "default_backend", lambda: "opendp")
+    monkeypatch.setattr(secure, "opendp_available", lambda: True)
+    monkeypatch.setattr(secure, "_opendp_sampler", lambda scale: lambda zeros: calls.append("opendp") or [0] * len(zeros))
+    secure.integer_laplace(np.zeros(2), 1.0, "builtin")
+    secure.lattice_laplace(np.zeros(2), 1.0, 1.0, "builtin")
+    generator = secure.SecureRandom("builtin")
+    generator.integer_laplace(np.zeros(2), 1.0)
+    generator.lattice_laplace(np.zeros(2), 1.0, 1.0)
+    assert calls == ["builtin"] * 4
+    out = secure.discrete_laplace(1.0, 3, "opendp")
+    assert calls[-1] == "opendp" and out.dtype == np.int64
+    tally = generator.tally()
+    assert tally[sampler_name("integer", "builtin")] == 1 and tally[sampler_name("lattice", "builtin")] == 1
+    generator.integer_laplace(np.zeros(2), 1.0)
+    generator.random()
+    generator.random()
+    assert generator.tally()[sampler_name("integer", "builtin")] == 2
+    assert generator.tally()["numpy.random.Generator.random (secrets-seeded, not hardened)"] == 2
+    with pytest.raises(AttributeError, match="^_private$"):
+        generator._private  # noqa: B018
+
+
+def test_a_missing_opendp_is_named_and_the_builtin_backend_still_works(monkeypatch):
+    import blowfish_te.secure as secure
+
+    monkeypatch.setattr(secure, "opendp_available", lambda: False)
+    with pytest.raises(ValueError, match=r"^backend='opendp' needs OpenDP: pip install 'blowfish_te\[secure\]'$"):
+        secure.discrete_laplace(1.0, 3, "opendp")
+    assert secure.discrete_laplace(1.0, 3, "builtin").shape == (3,)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: discrete_laplace(-1.0, 3), ValueError, "scale must be >= 0, got -1.0"),
+    (lambda: discrete_laplace("1", 3), TypeError, "scale must be a real number >= 0, got '1' (str)"),
+    (lambda: discrete_laplace(1.0, -1), ValueError, "size"),
+    (lambda: lattice_spacing(1.0, 0), ValueError, "size"),
+    (lambda: lattice_laplace(np.zeros(3), 1.0, -1.0), ValueError, "sensitivity must be >= 0, got -1.0"),
+    (lambda: lattice_laplace(np.zeros(3), 1.0, 0.0), ValueError, "sensitivity must be > 0 for a lattice release"),
+    (lambda: lattice_laplace(np.array([np.inf]), 1.0, 1.0), ValueError, "values must be finite"),
+    (lambda: integer_laplace(np.array([0.5]), 1.0), ValueError,
+     "values must be integers for integer_laplace; use lattice_laplace for real values"),
+    (lambda: lattice_laplace(np.zeros(3), 1e15, 1e-3), ValueError,
+     "the lattice noise scale 4.29e+24 (in units of 2^-32) exceeds 2**52: scale / sensitivity (1/epsilon) or the number "
+     "of values is too large"),
+])
+def test_errors_name_the_argument_exactly(call, error, message):
+    with pytest.raises(error) as raised:
+        call()
+    assert str(raised.value).startswith(message), str(raised.value)
+
+
+def test_the_largest_scale_is_accepted():
+    assert discrete_laplace(2**52, 2).dtype == np.int64
+    with pytest.raises(ValueError, match="at most 2"):
+        discrete_laplace(2**52 + 1, 2)
