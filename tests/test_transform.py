@@ -218,3 +218,46 @@ def test_high_degree_vertices_are_linear_time():
     assert np.array_equal(transform(policies.unbounded(k)).data(x), x)
     singletons = transform(policies.partition(np.arange(k)))
     assert singletons.num_edges == 0 and np.array_equal(singletons.totals(x), x)
+
+
+def test_a_workload_the_tree_cannot_see_has_sensitivity_zero():
+    """Under line (no ⊥) the total count is disclosed: W P_G = 0 for the total, so its Δ (MWEM's
+    largest entry) is 0, while a prefix workload's is 1."""
+    k = 8
+    tree = transform(policies.line(k))
+    total = wl.ranges(k, [0], [k - 1])
+    assert tree.workload(total).max_abs_entry() == 0.0
+    assert tree.workload(wl.prefix(k)).max_abs_entry() == 1.0
+
+
+def test_a_tree_policy_has_stretch_one_and_a_spanning_tree_its_own():
+    from blowfish_te import trees
+
+    assert transform(policies.line(8)).stretch == 1 and transform(policies.unbounded(8)).stretch == 1
+    threshold = policies.threshold(64, 4)
+    assert transform(threshold, trees.hub(64, 4)).stretch == 3
+
+
+def test_fingerprints_tell_trees_bases_and_sizes_apart():
+    a, b = policies.line(8), policies.from_edges(8, [(i, 7 - i) for i in range(4)] + [(0, 1), (1, 2), (2, 3)])
+    prefix = wl.prefix(8)
+    fingerprints = {transform(a).workload(prefix).fingerprint(), transform(b).workload(prefix).fingerprint(),
+                    transform(a).workload(wl.identity(8)).fingerprint(),
+                    transform(policies.line(9)).workload(wl.prefix(9)).fingerprint()}
+    assert len(fingerprints) == 4 and None not in fingerprints
+    assert transform(a).workload(prefix).fingerprint() == transform(policies.line(8)).workload(wl.prefix(8)).fingerprint()
+
+
+def test_integer_data_stays_integer_and_the_tree_s_arrays_are_read_only():
+    tree = transform(policies.line(8))
+    x = np.arange(8, dtype=np.int64)
+    x_g, totals = tree.data_and_totals(x)
+    assert x_g.dtype == np.int64 and totals.dtype == np.int64
+    assert np.array_equal(tree.reconstruct(x_g, totals), x)
+    branching = transform(policies.from_edges(8, [(0, 1), (0, 2), (2, 3), (2, 4), (4, 5), (4, 6), (6, 7)]))
+    for t in (tree, branching):  # P_G of integer x_G by index arithmetic: exact integers, no float detour
+        y = t.data(x)
+        spread = t.spread(y[:, None])[:, 0]
+        assert spread.dtype == np.int64 and np.array_equal(spread + t._root_vector(t.totals(x)), x)
+    for array in (tree.child, tree.parent, tree.roots, tree.workload(wl.prefix(8)).column_norms()):
+        assert not array.flags.writeable
