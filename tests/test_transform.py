@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from blowfish_te import CyclicPolicyError, policies, transform
 from blowfish_te import workloads as wl
 from blowfish_te._graph import signed_incidence
+from blowfish_te.transform import TreeTransform
 
 from conftest import forests
 
@@ -261,3 +262,28 @@ def test_integer_data_stays_integer_and_the_tree_s_arrays_are_read_only():
         assert spread.dtype == np.int64 and np.array_equal(spread + t._root_vector(t.totals(x)), x)
     for array in (tree.child, tree.parent, tree.roots, tree.workload(wl.prefix(8)).column_norms()):
         assert not array.flags.writeable
+
+
+def test_the_transformed_gram_operator_and_matrix_are_p_transpose_c_p():
+    tree = transform(policies.from_edges(6, [(0, 1), (1, 2), (1, 3), (3, 4), (3, 5)]))
+    for base in (wl.prefix(6), wl.random_ranges(6, 9, rng=1)):
+        w_g = tree.workload(base)
+        dense = w_g.tosparse().toarray()
+        gram = w_g.gram()
+        assert gram.dtype == np.float64 and np.allclose(gram.matmat(np.eye(w_g.size)), dense.T @ dense)
+        assert np.allclose(gram.matvec(np.arange(w_g.size, dtype=float)), dense.T @ dense @ np.arange(w_g.size))
+        assert np.allclose(w_g.gram_matrix(), dense.T @ dense)
+    with pytest.raises(ValueError, match=r"would have 25 entries \(limit 24\)"):
+        tree.workload(wl.prefix(6)).gram_matrix(max_entries=24)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: transform("line"), "policy must be a blowfish_te Policy, got str"),
+    (lambda: transform(policies.threshold(8, 2), "hub"), "tree must be a blowfish_te Policy (a forest), got str"),
+    (lambda: TreeTransform(3), "policy must be a blowfish_te Policy, got int"),
+    (lambda: TreeTransform(policies.threshold(8, 2), [1, 2]), "tree must be a blowfish_te Policy (a forest), got list"),
+])
+def test_transform_type_errors_name_the_argument_and_the_type(call, message):
+    with pytest.raises(TypeError) as raised:
+        call()
+    assert str(raised.value) == message
