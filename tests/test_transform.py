@@ -287,3 +287,17 @@ def test_transform_type_errors_name_the_argument_and_the_type(call, message):
     with pytest.raises(TypeError) as raised:
         call()
     assert str(raised.value) == message
+
+
+def test_difference_norms_of_a_transformed_workload_are_those_of_its_columns():
+    tree = transform(policies.from_edges(6, [(0, 1), (1, 2), (1, 3), (3, 4), (3, 5)]))
+    for base in (wl.prefix(6), wl.from_matrix(np.arange(18, dtype=float).reshape(3, 6) % 5)):
+        w_g = tree.workload(base)
+        dense = w_g.tosparse().toarray()
+        u, v = np.array([0, 1, 4, 2]), np.array([3, 4, 0, 2])
+        for norm, f in (("l1", lambda c: np.abs(c).sum(axis=0)), ("l2sq", lambda c: (c**2).sum(axis=0))):
+            assert np.allclose(w_g.difference_norms(u, v, norm), f(dense[:, u] - dense[:, v]))
+            alone = w_g.difference_norms(u, np.full(4, w_g.size), norm)  # against ⊥: the column itself
+            assert np.allclose(alone, f(dense[:, u]))
+            alone[0] = -1.0  # a copy: the cached norms stay as they were
+            assert np.allclose(w_g.difference_norms(u, np.full(4, w_g.size), norm), f(dense[:, u]))
