@@ -301,3 +301,14 @@ def test_difference_norms_of_a_transformed_workload_are_those_of_its_columns():
             assert np.allclose(alone, f(dense[:, u]))
             alone[0] = -1.0  # a copy: the cached norms stay as they were
             assert np.allclose(w_g.difference_norms(u, np.full(4, w_g.size), norm), f(dense[:, u]))
+
+
+def test_a_transform_says_what_it_discloses():
+    from blowfish_te import trees
+
+    assert repr(transform(policies.line(8))) == "<TreeTransform of line(8): 7 edges, 1 disclosed totals>"
+    assert repr(transform(policies.threshold(64, 4), trees.hub(64, 4))) == (
+        "<TreeTransform of threshold(64, theta=4) via hub(64, theta=4) (stretch 3): 63 edges, 1 disclosed totals>")
+    assert transform(policies.line(8)).workload(wl.prefix(8)).name == "prefix(8) under line(8)"
+    with pytest.raises(ValueError, match="^x_g must hold finite numbers"):
+        transform(policies.line(8)).reconstruct(np.array([np.nan] * 7), [3])
