@@ -247,6 +247,12 @@ def test_fingerprints_tell_trees_bases_and_sizes_apart():
                     transform(policies.line(9)).workload(wl.prefix(9)).fingerprint()}
     assert len(fingerprints) == 4 and None not in fingerprints
     assert transform(a).workload(prefix).fingerprint() == transform(policies.line(8)).workload(wl.prefix(8)).fingerprint()
+    star = policies.from_edges(8, [(i, 7) for i in range(7)])  # the line's children, other parents
+    one, other = policies.from_edges(4, [(0, 2)]), policies.from_edges(4, [(1, 2)])  # one parent array, other children
+    assert np.array_equal(transform(star).child, transform(a).child)
+    assert np.array_equal(transform(one).parent, transform(other).parent)
+    assert transform(star).workload(prefix).fingerprint() != transform(a).workload(prefix).fingerprint()
+    assert transform(one).workload(wl.prefix(4)).fingerprint() != transform(other).workload(wl.prefix(4)).fingerprint()
 
 
 def test_integer_data_stays_integer_and_the_tree_s_arrays_are_read_only():
