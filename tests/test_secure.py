@@ -578,8 +578,8 @@ def test_geometric_draws_and_every_output_are_int64():
 def test_shifted_sums_exactly_past_two_to_the_62():
     from blowfish_te.secure import _shifted
 
-    points = np.array([3.0, -2.0**62, 2.0**62, 2.0**70, -5.0, 2.0**61])
-    noise = np.array([-4, 1, 2**62, -(2**62), 2**62 + 5, 2**62 - 1], dtype=np.int64)
+    points = np.array([3.0, -2.0**62, 2.0**62, 2.0**70, -5.0, 2.0**61, 3 * 2.0**61, 2.0**61, 2.0**70])
+    noise = np.array([-4, 1, 2**62, -(2**62), 2**62 + 5, 2**62 - 1, 2**62 - 1, 2**63 - 1, 3], dtype=np.int64)
     expected = [float(int(p) + int(n)) for p, n in zip(points, noise)]
     assert _shifted(points, noise).tolist() == expected
     big = np.array([2**53 + 1, 7], dtype=np.int64)  # exact integers beyond the double's 53 bits
@@ -635,10 +635,12 @@ def test_uniform_words_refuse_the_word_at_the_limit(monkeypatch):
 
     modulus = 3
     q = 2**32 // modulus
-    served = iter([np.array([q * modulus, 5], dtype=np.uint64), np.array([q * modulus - 1], dtype=np.uint64)])
+    limit = q * modulus
+    served = iter([np.array([limit, 5], dtype=np.uint64), np.array([limit], dtype=np.uint64),
+                   np.array([limit - 1], dtype=np.uint64)])
     monkeypatch.setattr(secure, "_words", lambda count, bits: next(served)[:count])
     words, q_out = secure._uniform_words(modulus, 2)
-    assert q_out == q and words.tolist() == [q * modulus - 1, 5]  # the first word, = limit, was drawn again
+    assert q_out == q and words.tolist() == [limit - 1, 5]  # a word equal to the limit is drawn again, every time
 
 
 def test_lattice_scale_counts_the_rounding_of_every_value(monkeypatch):
@@ -665,6 +667,8 @@ def test_lattice_releases_are_on_the_grid_even_for_one_value_and_clip_huge_ones(
     e = lattice_spacing(1e-3, 2)
     huge = secure.lattice_laplace(np.array([1.7e308, -1.7e308]), 1.0, 1e-3)
     assert huge.tolist() == [2.0 ** (1000 + e), -(2.0 ** (1000 + e))]  # clamped to ±2^1000·Λ, finite
+    coarse = secure.lattice_laplace(np.array([1.7e308]), 1.0, 2.0**50)  # Λ = 2^30: 2^1030·Λ would overflow
+    assert coarse.tolist() == [2.0**1023]  # clamped to 2^1023
 
 
 def test_the_backend_asked_for_is_the_backend_used(monkeypatch):
@@ -686,6 +690,8 @@ def test_the_backend_asked_for_is_the_backend_used(monkeypatch):
     tally = generator.tally()
     assert tally[sampler_name("integer", "builtin")] == 1 and tally[sampler_name("lattice", "builtin")] == 1
     generator.integer_laplace(np.zeros(2), 1.0)
+    generator.lattice_laplace(np.zeros(2), 1.0, 1.0)
+    assert generator.tally()[sampler_name("lattice", "builtin")] == 2
     generator.random()
     generator.random()
     assert generator.tally()[sampler_name("integer", "builtin")] == 2
@@ -708,6 +714,7 @@ def test_a_missing_opendp_is_named_and_the_builtin_backend_still_works(monkeypat
     (lambda: discrete_laplace("1", 3), TypeError, "scale must be a real number >= 0, got '1' (str)"),
     (lambda: discrete_laplace(1.0, -1), ValueError, "size"),
     (lambda: lattice_spacing(1.0, 0), ValueError, "size"),
+    (lambda: lattice_spacing(-1.0, 3), ValueError, "sensitivity must be >= 0, got -1.0"),
     (lambda: lattice_laplace(np.zeros(3), 1.0, -1.0), ValueError, "sensitivity must be >= 0, got -1.0"),
     (lambda: lattice_laplace(np.zeros(3), 1.0, 0.0), ValueError, "sensitivity must be > 0 for a lattice release"),
     (lambda: lattice_laplace(np.array([np.inf]), 1.0, 1.0), ValueError, "values must be finite"),
@@ -721,6 +728,11 @@ def test_errors_name_the_argument_exactly(call, error, message):
     with pytest.raises(error) as raised:
         call()
     assert str(raised.value).startswith(message), str(raised.value)
+
+
+def test_a_sensitivity_has_no_upper_limit():
+    assert lattice_spacing(2.0**60, 1) == 40  # Λ = 2^-20·Δ
+    assert lattice_laplace(np.zeros(2), 1.0, 2.0**60).shape == (2,)
 
 
 def test_the_largest_scale_is_accepted():
