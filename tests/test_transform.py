@@ -235,6 +235,7 @@ def test_a_tree_policy_has_stretch_one_and_a_spanning_tree_its_own():
     from blowfish_te import trees
 
     assert transform(policies.line(8)).stretch == 1 and transform(policies.unbounded(8)).stretch == 1
+    assert transform(policies.threshold(8, 1), trees.line(8)).stretch == 1  # a spanning tree that is the policy
     threshold = policies.threshold(64, 4)
     assert transform(threshold, trees.hub(64, 4)).stretch == 3
 
@@ -266,8 +267,14 @@ def test_integer_data_stays_integer_and_the_tree_s_arrays_are_read_only():
         y = t.data(x)
         spread = t.spread(y[:, None])[:, 0]
         assert spread.dtype == np.int64 and np.array_equal(spread + t._root_vector(t.totals(x)), x)
-    for array in (tree.child, tree.parent, tree.roots, tree.workload(wl.prefix(8)).column_norms()):
+    for array in (tree.child, tree.parent, tree.roots, tree.workload(wl.prefix(8)).column_norms(),
+                  branching.child, branching.parent, branching.roots):
         assert not array.flags.writeable
+    small = np.array([[100], [-100], [100], [100], [-100], [100], [100]], dtype=np.int8)
+    wide = branching.spread(small)  # computed in int64 whatever the input's integer type
+    assert wide.dtype == np.int64 and np.array_equal(wide, branching._incidence.toarray() @ small.astype(np.int64))
+    with pytest.raises(ValueError, match="^totals"):
+        tree.reconstruct(x_g, [-1])
 
 
 def test_the_transformed_gram_operator_and_matrix_are_p_transpose_c_p():
@@ -307,6 +314,7 @@ def test_difference_norms_of_a_transformed_workload_are_those_of_its_columns():
             assert np.allclose(alone, f(dense[:, u]))
             alone[0] = -1.0  # a copy: the cached norms stay as they were
             assert np.allclose(w_g.difference_norms(u, np.full(4, w_g.size), norm), f(dense[:, u]))
+        assert np.array_equal(w_g.difference_norms(u, v), w_g.difference_norms(u, v, "l1"))  # L1 by default
 
 
 def test_a_transform_says_what_it_discloses():
