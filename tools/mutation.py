@@ -28,6 +28,8 @@ import time
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+#: mutmut's statuses of a mutant the tests detected (a hang or a crash of the tests detects it too)
+DETECTED = ("killed", "caught by type check", "timeout", "segfault")
 
 
 def _settings() -> tuple[dict, dict, dict]:
@@ -98,12 +100,12 @@ def main() -> int:
             shutil.rmtree(scratch, ignore_errors=True)
     seconds = time.perf_counter() - start
     caught = sum(s in ("killed", "caught by type check") for s in statuses.values())
-    timeouts = sum(s == "timeout" for s in statuses.values())  # the mutant hangs the tests: caught
+    timeouts = sum(s in ("timeout", "segfault") for s in statuses.values())  # the mutant hangs or crashes the tests: caught
     marked = {n for n in statuses if n in equivalent}
-    surviving = sorted(n for n, s in statuses.items() if s not in ("killed", "caught by type check", "timeout") and n not in marked)
+    surviving = sorted(n for n, s in statuses.items() if s not in DETECTED and n not in marked)
     for name in surviving:
         print(f"surviving: {name} ({statuses[name]})")
-    stale = sorted(n for n in marked if statuses[n] in ("killed", "caught by type check"))
+    stale = sorted(n for n in marked if statuses[n] in DETECTED)
     for name in stale:
         print(f"listed as equivalent but caught (remove it from the list): {name}")
     tried = len(statuses)
