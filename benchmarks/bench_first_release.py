@@ -62,7 +62,7 @@ def main() -> None:
     here = str(pathlib.Path(__file__).resolve().parent)
     for mechanism, spec, shape in runs:
         out = subprocess.run([sys.executable, "-c", SCRIPT, mechanism, spec, shape], capture_output=True, text=True,
-                             env={**os.environ, "PYTHONPATH": here})
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])})
         if out.returncode:
             print(f"{mechanism} {spec} {shape}: failed: {out.stderr.strip().splitlines()[-1]}", flush=True)
             continue

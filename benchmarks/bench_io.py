@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -22,8 +23,9 @@ import numpy as np
 from _measure import Recorder, add_options
 
 _CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 import numpy as np
+from _measure import peak_mb
 kind, path, what = sys.argv[1:4]
 start = time.perf_counter()
 if what == "io":
@@ -41,17 +43,14 @@ else:
     for age, n in rows:
         x[age] = n
 seconds = time.perf_counter() - start
-try:  # this process's own peak: Linux keeps the parent's max RSS in ru_maxrss across fork and exec
-    with open("/proc/self/status") as status:
-        peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-except OSError:
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # elsewhere; may include the parent's
-print(json.dumps({"seconds": seconds, "peak_mb": peak_kb / 1024, "n": int(x.sum())}))
+print(json.dumps({"seconds": seconds, "peak_mb": peak_mb(), "n": int(x.sum())}))
 """
 
 
 def _measure(kind: str, path: pathlib.Path, what: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", _CHILD, kind, str(path), what], capture_output=True, text=True, check=True)
+    here = str(pathlib.Path(__file__).resolve().parent)  # the child imports _measure from here
+    out = subprocess.run([sys.executable, "-c", _CHILD, kind, str(path), what], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])})
     return json.loads(out.stdout)
 
 

@@ -66,7 +66,7 @@ def main() -> None:
                 if mechanism in RECORD_MODELS and spec != "unbounded":
                     continue
                 out = subprocess.run([sys.executable, "-c", SCRIPT, mechanism, spec, str(side), str(path)], check=True,
-                                     capture_output=True, text=True, env={**os.environ, "PYTHONPATH": here})
+                                     capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])})
                 r = json.loads(out.stdout)
                 case = f"{mechanism} under {spec} on {side}x{side}"
                 record(f"{case}: first release", r["seconds"], "s")
