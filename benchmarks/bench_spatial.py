@@ -58,6 +58,7 @@ def main() -> None:
     add_options(parser)
     args = parser.parse_args()
     record, here = Recorder(args.json), str(pathlib.Path(__file__).resolve().parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}  # the child imports _measure
     path = args.data_dir / "2D" / f"{args.dataset}.npy"
     print(f"data: {path if path.exists() else 'synthetic (no ' + str(path) + ')'}")
     for side in args.shapes:
@@ -66,7 +67,7 @@ def main() -> None:
                 if mechanism in RECORD_MODELS and spec != "unbounded":
                     continue
                 out = subprocess.run([sys.executable, "-c", SCRIPT, mechanism, spec, str(side), str(path)], check=True,
-                                     capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])})
+                                     capture_output=True, text=True, env=env)
                 r = json.loads(out.stdout)
                 case = f"{mechanism} under {spec} on {side}x{side}"
                 record(f"{case}: first release", r["seconds"], "s")
