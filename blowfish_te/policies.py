@@ -33,6 +33,7 @@ __all__ = [
     "Policy",
     "OffsetEdges",
     "PairEdges",
+    "BottomEdges",
     "CliqueEdges",
     "complete",
     "unbounded",
@@ -102,6 +103,31 @@ class PairEdges:
         return self.u, self.v
 
 
+class BottomEdges(PairEdges):
+    """Every cell joined to ⊥ (unbounded differential privacy): the pairs (u, K) for u = 0..K-1,
+    made on first use and then held, so a policy over a domain too large to list (10⁹ cells) costs
+    nothing until a caller asks for its edges."""
+
+    def __init__(self, k: int):
+        object.__setattr__(self, "k", int(k))
+
+    @property
+    def u(self) -> np.ndarray:
+        if "_u" not in self.__dict__:
+            object.__setattr__(self, "_u", _readonly(np.arange(self.k, dtype=np.int64)))
+        return self.__dict__["_u"]
+
+    @property
+    def v(self) -> np.ndarray:
+        return np.broadcast_to(np.int64(self.k), (self.k,))  # read-only: ⊥ held once
+
+    def count(self, shape: tuple[int, ...]) -> int:
+        return self.k
+
+    def __repr__(self) -> str:
+        return f"BottomEdges({self.k})"
+
+
 @dataclass(frozen=True, eq=False)
 class CliqueEdges:
     """Every pair of the (sorted, distinct) ``cells``."""
@@ -126,6 +152,8 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 def _arrays(block) -> tuple[np.ndarray, ...]:
+    if isinstance(block, BottomEdges):
+        return ()  # made read-only when first made
     if isinstance(block, PairEdges):
         return block.u, block.v
     return (block.cells,) if isinstance(block, CliqueEdges) else ()
@@ -133,6 +161,8 @@ def _arrays(block) -> tuple[np.ndarray, ...]:
 
 def _private_copy(block):
     """The block with copies of the caller's arrays (int64), so later edits cannot reach the policy."""
+    if isinstance(block, BottomEdges):
+        return BottomEdges(block.k)
     if isinstance(block, PairEdges):
         return PairEdges(np.array(block.u, dtype=np.int64), np.array(block.v, dtype=np.int64))
     if isinstance(block, CliqueEdges):
@@ -386,7 +416,8 @@ class Policy:
         k = self.size
         if not self._has_bottom:
             return self.num_edges == k * (k - 1) // 2
-        return self.num_edges == k and all(isinstance(b, PairEdges) and bool((b.v == k).all()) for b in self._blocks)
+        return self.num_edges == k and all(
+            isinstance(b, BottomEdges) or (isinstance(b, PairEdges) and bool((b.v == k).all())) for b in self._blocks)
 
     @property
     def is_unbounded_dp(self) -> bool:
@@ -457,10 +488,7 @@ def unbounded(shape) -> Policy:
     [[0, 3], [1, 3], [2, 3]]
     """
     shape = check_shape(shape, "shape")
-    k = math.prod(shape)
-    u = _readonly(np.arange(k, dtype=np.int64))
-    v = np.broadcast_to(np.int64(k), (k,))  # read-only: ⊥ held once
-    return Policy._trusted(shape, [PairEdges(u, v)], has_bottom=True, name=f"unbounded({_fmt(shape)})")
+    return Policy._trusted(shape, [BottomEdges(math.prod(shape))], has_bottom=True, name=f"unbounded({_fmt(shape)})")
 
 
 def line(k: int) -> Policy:

@@ -37,13 +37,16 @@ from .policies import Policy
 from .secure import SecureRandom
 from .strategies.base import sparse_rows
 from .transform import transform
-from .workloads import Workload
+from .workloads import MarginalCounts, Workload
 
 __all__ = ["ROUTES", "Candidate", "ChoiceRoute", "ExactRoute", "NativeRoute", "Outcome", "Plan", "Release",
            "Request", "TransformRoute", "plan_routes"]
 
 #: The routes a caller may request.
 ROUTES = ("auto", "transform", "exact")
+#: Above this many cells a transform (K-sized arrays, spanning trees) is not planned for a
+#: mechanism that can take the exact route without them (see ``handles_large_domain``).
+LARGE_DOMAIN_CELLS = 2**26
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,7 @@ class ExactRoute(Candidate):
 
     def execute(self, x, gen):
         outcome = self.mechanism.measure(self.workload, x, self.epsilon, gen, policy=self.policy)
-        if outcome.sensitivity == 0:  # the answers are exact functions of the component totals: say so
+        if outcome.sensitivity == 0 and isinstance(x, np.ndarray):  # exact functions of the component totals: say so
             return replace(outcome, component_totals=policy_totals(self.policy, x))
         return outcome
 
@@ -212,6 +215,9 @@ class TransformRoute(Candidate):
         mech, workload, policy, epsilon = request.mechanism, request.workload, request.policy, request.epsilon
         if request.route == "exact":
             return [], ""
+        if (request.route == "auto" and request.tree is None and "exact" in mech.routes
+                and policy.size > LARGE_DOMAIN_CELLS and mech.handles_large_domain(workload)):
+            return [], ""  # the exact route needs no K-sized array; a transform would
         if mech.models_records and not policy.is_differential_privacy:
             works = ", ".join(sorted(name for name, cls in mech.registry().items() if not cls.models_records))
             raise ValueError(
@@ -386,9 +392,30 @@ class Plan:
                            for c in self.considered],
         }
 
-    def check(self, x) -> np.ndarray:
-        """``x`` validated for this plan (a histogram of the policy's shape the route accepts),
+    def marginals_read(self) -> tuple[tuple[int, ...], ...] | None:
+        """The marginals (attribute tuples) the chosen route reads, when it reads marginals only:
+        count them from the records (:func:`blowfish_te.io.marginal_counts`) and release from
+        those counts instead of the histogram. None when the route needs the histogram."""
+        mech = self.chosen.mechanism
+        if self.chosen.route != "exact" or not hasattr(mech, "marginals_read"):
+            return None
+        return mech.marginals_read(self.workload, self.policy)
+
+    def check(self, x) -> np.ndarray | MarginalCounts:
+        """``x`` validated for this plan (a histogram of the policy's shape the route accepts, or
+        the :class:`~blowfish_te.workloads.MarginalCounts` of every marginal the route reads),
         before any noise is drawn."""
+        if isinstance(x, MarginalCounts):
+            needed = self.marginals_read()
+            if needed is None:
+                raise ValueError(f"route {self._label(self.chosen)} needs the histogram, not marginal counts: give x, or plan "
+                                 "a mechanism that measures marginals only (marginals, marginals_optimized)")
+            if x.shape != self.policy.shape:
+                raise ValueError(f"the marginal counts are over {x.shape}, the policy over {self.policy.shape}")
+            missing = [s for s in needed if not x.covers(s)]
+            if missing:
+                raise ValueError(f"the marginal counts lack {missing}, which this plan reads; count {list(needed)}")
+            return x
         counts = check_histogram(x, self.policy.shape)
         self.chosen.check(counts)
         return counts

@@ -469,3 +469,60 @@ def test_a_spark_session_started_by_run_keeps_spark_s_log_to_warnings(tmp_path):
     spark_lines = [line for line in done.stderr.splitlines() if not line.startswith(("records:", "note:", "WARNING: Using incubator"))]
     assert all(line.startswith("spark WARN") or line.startswith("spark ERROR") for line in spark_lines), spark_lines
     assert "[Stage" not in done.stderr and "log4j profile" not in done.stderr and "FutureWarning" not in done.stderr
+
+
+# -- marginals counted straight from records ------------------------------------------------------
+
+SMALL_CENSUS = {"a": 4, "b": 3, "c": 5}
+
+
+def _census_with_outliers(n=3000):
+    from blowfish_te import datasets
+
+    records = {k: v.astype(float) for k, v in datasets.census_records(n, rng=5, attributes=SMALL_CENSUS).items()}
+    records["c"][[3, 9]] = [7.0, -2.0]  # one above, one below the domain
+    return records
+
+
+def test_marginal_counts_are_the_histograms_marginals_in_every_engine(spark, tmp_path):
+    from blowfish_te import datasets
+
+    records = _census_with_outliers()
+    domain = datasets.census_domain(SMALL_CENSUS)
+    full = io.histogram(records, domain, outside="clamp", engine="memory").counts
+    pd.DataFrame(records).to_parquet(tmp_path / "r.parquet")
+    wanted = [(0, 2), ("b",), (), (1, 2)]
+    for source, engine in ((records, "memory"), (records, "duckdb"), (str(tmp_path / "r.parquet"), "duckdb"),
+                           (str(tmp_path / "r.parquet"), "spark")):
+        result = io.marginal_counts(source, domain, wanted, outside="clamp", engine=engine,
+                                    connection=spark if engine == "spark" else None)
+        assert (result.rows, result.counted, result.below, result.above) == (3000, 2998, 1, 1), engine
+        assert result.counts.subsets == ((0, 2), (1,), (), (1, 2))
+        for subset in result.counts.subsets:
+            others = tuple(a for a in range(3) if a not in subset)
+            assert np.array_equal(result.counts.table(subset), full.sum(axis=others)), (engine, subset)
+        assert "2 clamped" in result.summary() and "4 marginal(s)" in result.summary()
+        with pytest.raises(io.RecordError, match="no marginal was counted: column 'c': 1 below the domain.*1 above"):
+            io.marginal_counts(source, domain, wanted, engine=engine, connection=spark if engine == "spark" else None)
+
+
+def test_marginal_counts_refuse_what_the_histogram_refuses(dirty):
+    for outside in ("error", "clamp"):
+        with pytest.raises(io.RecordError) as marg:
+            io.marginal_counts(str(dirty), DOMAIN, [(0,)], outside=outside)
+        with pytest.raises(io.RecordError) as hist:
+            io.histogram(str(dirty), DOMAIN, outside=outside)
+        assert str(marg.value).replace("no marginal was counted", "X") == str(hist.value).replace("no histogram was built", "X")
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda d: io.marginal_counts({"a": [1]}, d, None), TypeError, "list of tuples of axes"),
+    (lambda d: io.marginal_counts({"a": [1]}, d, []), ValueError, "at least one marginal"),
+    (lambda d: io.marginal_counts({"a": [1]}, d, [("z",)]), ValueError, "no axis named 'z'"),
+    (lambda d: io.marginal_counts({"a": [1]}, d, [(3,)]), ValueError, "neither an axis index"),
+    (lambda d: io.marginal_counts({"a": [1]}, d, [(0, "a")]), ValueError, "repeats an axis"),
+    (lambda d: io.marginal_counts({"a": [1]}, d, [(0,)], outside="drop"), ValueError, "outside must be one of"),
+])
+def test_marginal_counts_arguments_name_what_is_wrong(call, error, message):
+    with pytest.raises(error, match=message):
+        call([io.IntegerRange("a", 0, 3), io.IntegerRange("b", 0, 3)])

@@ -131,18 +131,29 @@ def transcript_loss(tape: Tape, release, x, y) -> float:
     return tape.loss
 
 
+def _workload(name, shape):
+    """Prefix queries; for a mechanism that answers marginals only, every 1-way marginal and the total."""
+    if MECHANISMS[name].needs_marginals:
+        return wl.marginals(shape, [(a,) for a in range(len(shape))] + [()])
+    return wl.prefix(shape)
+
+
 def _cases():
     """(mechanism name, policy, route, tree) for every registered mechanism under every policy
-    kind it accepts (1-D mechanisms on K cells, grid mechanisms on a 3 × 2 grid) and every route."""
+    kind it accepts (1-D mechanisms on K cells, grid mechanisms on a 3 × 2 grid, mechanisms for
+    marginals on both and under the attribute policy) and every route."""
     line_kinds = [policies.unbounded(K), policies.complete(K), policies.line(K), policies.threshold(K, 2)]
     grid_kinds = [policies.unbounded((3, 2)), policies.grid((3, 2), 1)]
     for name in sorted(MECHANISMS):
         cls = MECHANISMS[name]
-        for policy in grid_kinds if cls.needs_grid else line_kinds:
+        kinds = grid_kinds if cls.needs_grid else line_kinds
+        if cls.needs_marginals:
+            kinds = line_kinds + grid_kinds + [policies.attribute((3, 2))]
+        for policy in kinds:
             for route in ("auto", "transform", "exact"):
                 tree = None if policy.is_forest or route == "exact" or cls.analytic_error else "bfs"
                 try:
-                    bt.plan(wl.prefix(policy.shape), policy, EPSILON, name, route, tree)
+                    bt.plan(_workload(name, policy.shape), policy, EPSILON, name, route, tree)
                 except (ValueError, TypeError):  # a route or policy the mechanism does not get
                     continue
                 yield name, policy, route, tree
@@ -155,12 +166,12 @@ def test_the_cases_cover_every_mechanism_policy_kind_and_route():
     names = {name for name, *_ in CASES}
     assert names == set(MECHANISMS) - {"matrix"}  # MatrixMechanism needs a strategy: no default instance
     assert {route for _, _, route, _ in CASES} == {"auto", "transform", "exact"}
-    assert {bt.plan(wl.prefix(p.shape), p, EPSILON, n, r, t).chosen.route for n, p, r, t in CASES} >= {"exact", "transform", "native"}
+    assert {bt.plan(_workload(n, p.shape), p, EPSILON, n, r, t).chosen.route for n, p, r, t in CASES} >= {"exact", "transform", "native"}
 
 
 @pytest.mark.parametrize("name, policy, route, tree", CASES, ids=[f"{n}-{p.name}-{r}" for n, p, r, _ in CASES])
 def test_every_release_is_epsilon_blowfish_from_the_noise_drawn(tape, name, policy, route, tree):
-    workload = wl.prefix(policy.shape)
+    workload = _workload(name, policy.shape)
     mechanism = MECHANISMS[name]()
 
     def release(x, gen):

@@ -30,7 +30,8 @@ def _fail(mechanism: Mechanism, message: str):
 def check_mechanism(mechanism, policy: Policy | None = None, epsilon: float = 1.0, *, cells: int = 8,
                     runs: int = 400, rng: int = 0) -> AuditReport:
     """Check ``mechanism`` (an instance or a registered name) against the contract above, on
-    prefix queries over ``cells`` cells under ``policy`` (default: the line policy, or unbounded
+    prefix queries (for a mechanism that answers marginals only, the marginal of every attribute
+    and the total) over ``cells`` cells under ``policy`` (default: the line policy, or unbounded
     DP for mechanisms that model records). The audit draws ``runs`` releases per histogram of a
     pair across a jump of the data (plus a quarter as many to choose its event). Raises
     :class:`~blowfish_te.errors.ContractError` naming the broken point; returns the audit report."""
@@ -56,7 +57,10 @@ def check_mechanism(mechanism, policy: Policy | None = None, epsilon: float = 1.
     if policy is None:
         shape = (2, max(1, cells // 2)) if mech.needs_grid else (cells,)
         policy = unbounded(shape) if mech.models_records else line(cells)
-    workload = workloads.prefix(policy.shape)
+    if mech.needs_marginals:
+        workload = workloads.marginals(policy.shape, [(a,) for a in range(policy.ndim)] + [()])
+    else:
+        workload = workloads.prefix(policy.shape)
     x = default_histogram(policy.shape, rng=rng)
     first = answer(workload, x, policy, epsilon, mech, rng=rng)
     if first.answers.shape != (workload.num_queries,) or not np.isfinite(first.answers).all():

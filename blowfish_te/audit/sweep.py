@@ -3,7 +3,8 @@
 ``sweep("ci")`` runs :func:`~blowfish_te.audit.audit` for every mechanism of
 :data:`blowfish_te.mechanisms.MECHANISMS` (default parameters), the parametrised ones
 (``MatrixMechanism``, ``NonNegative``) and variants with their own privacy arguments, under
-``line``, ``threshold``, ``grid`` and ``unbounded`` policies with their prefix workloads.
+``line``, ``threshold``, ``grid`` and ``unbounded`` policies with their prefix workloads (the
+mechanisms for marginals with the marginal of every attribute and the total).
 Data-dependent mechanisms on cyclic policies run through a spanning tree (hub for threshold graphs,
 comb for grids) at ε/ℓ. Mechanisms that do not apply to a policy (1-D native mechanisms on a grid)
 are skipped with the library's reason. The confidence is family-wise over the whole sweep:
@@ -182,10 +183,14 @@ def sweep(
         raise ValueError(f"policies {unknown} are not in the sweep; known: {', '.join(all_policies)}")
 
     def setting_of(mech: Mechanism, name: str) -> tuple[Policy, Workload]:
-        """Mechanisms that need a grid meet unbounded DP on the grid shape."""
+        """Mechanisms that need a grid meet unbounded DP on the grid shape; those that answer
+        marginals only, the marginal of every attribute and the total."""
         if name == "unbounded" and mech.needs_grid:
             return unbounded(config.grid_shape), wl.prefix(config.grid_shape)
-        return all_policies[name]
+        policy, workload = all_policies[name]
+        if mech.needs_marginals:
+            workload = wl.marginals(policy.shape, [(a,) for a in range(policy.ndim)] + [()])
+        return policy, workload
 
     settings = {
         (label, name): _setting(mech, *setting_of(mech, name), config.epsilon) for label, mech in mechs.items() for name in chosen

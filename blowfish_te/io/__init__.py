@@ -7,8 +7,8 @@
 """
 
 from .domain import Bins, Grid, IntegerRange, Levels
-from .records import ENGINES, HistogramResult, histogram
+from .records import ENGINES, HistogramResult, MarginalCountsResult, histogram, marginal_counts
 from .sources import RecordError, SqlQuery, csv_lines, histogram_shape, read_histogram
 
-__all__ = ["ENGINES", "Bins", "Grid", "HistogramResult", "IntegerRange", "Levels", "RecordError", "SqlQuery", "csv_lines", "histogram",
-           "histogram_shape", "read_histogram"]
+__all__ = ["ENGINES", "Bins", "Grid", "HistogramResult", "IntegerRange", "Levels", "MarginalCountsResult", "RecordError", "SqlQuery",
+           "csv_lines", "histogram", "histogram_shape", "marginal_counts", "read_histogram"]

@@ -17,7 +17,7 @@ import numpy as np
 from .domain import DUCKDB, MISSING, SPARK, Dialect, Grid
 from .sources import RecordError, SqlQuery, check_unique_columns, csv_header, csv_lines, files_of, kind, suffix
 
-__all__ = ["duckdb_groups", "memory_groups", "spark_groups"]
+__all__ = ["duckdb_groups", "duckdb_marginals", "memory_groups", "memory_marginals", "spark_groups", "spark_marginals"]
 
 _EXAMPLES = 3
 _DISTINCT_FIRST = 1 << 20  # group raw values before binning when valid records hold at most this many
@@ -177,22 +177,21 @@ def _reporting(con, run, progress):
         thread.join()
 
 
-def duckdb_groups(source, grid: Grid, connection=None, progress=None):
-    """GROUP BY the binned columns in DuckDB (out of core, parallel); ``progress`` gets the
-    fraction of the scan done as it runs."""
+def _duckdb_records(source, grid: Grid, connection):
+    """(connection, view of the records, numeric flags, CSV files read, examples function)."""
     duckdb = _duckdb()
-    con = connection if connection is not None else duckdb.connect()
+    if connection is None:
+        # DuckDB draws its own progress bar on standard output for long queries: ours goes through
+        # ``progress``, and standard output belongs to the caller (the CLI prints JSON there)
+        connection = duckdb.connect()
+        connection.execute("SET enable_progress_bar_print = false")
+    con = connection
     rel, csv_files, where = _duckdb_relation(source, con)
     _check_columns(rel.columns, grid, f"source {where}")
     view = f"records_{id(rel)}"
     rel.create_view(view, replace=True)
     numeric = _numeric_duckdb(rel)
     binning = _query(grid, DUCKDB, numeric, view)
-    d = len(grid.axes)
-    keys = ", ".join([f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)])
-    counted = _query(grid, DUCKDB, numeric, view, distinct=_few_values(grid))
-    rows = _reporting(con, con.sql(f"SELECT {keys}, sum(n) FROM ({counted}) GROUP BY ALL").fetchall, progress)
-    groups = _with_skipped_lines(np.array(rows, dtype=np.int64).reshape(-1, 2 * d + 1), grid, csv_files)
 
     def examples(a: int, codes: tuple[int, ...]) -> list:
         column = DUCKDB.ident(grid.axes[a].column)
@@ -200,7 +199,77 @@ def duckdb_groups(source, grid: Grid, connection=None, progress=None):
         found = con.sql(f"SELECT DISTINCT raw FROM ({query}) WHERE s{a} IN ({', '.join(map(str, codes))}) LIMIT {_EXAMPLES}").fetchall()
         return [r[0] for r in found]
 
+    return con, view, numeric, csv_files, examples
+
+
+def duckdb_groups(source, grid: Grid, connection=None, progress=None):
+    """GROUP BY the binned columns in DuckDB (out of core, parallel); ``progress`` gets the
+    fraction of the scan done as it runs."""
+    con, view, numeric, csv_files, examples = _duckdb_records(source, grid, connection)
+    d = len(grid.axes)
+    keys = ", ".join([f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)])
+    counted = _query(grid, DUCKDB, numeric, view, distinct=_few_values(grid))
+    rows = _reporting(con, con.sql(f"SELECT {keys}, sum(n) FROM ({counted}) GROUP BY ALL").fetchall, progress)
+    groups = _with_skipped_lines(np.array(rows, dtype=np.int64).reshape(-1, 2 * d + 1), grid, csv_files)
     return groups, examples
+
+
+# -- marginals: one scan, one grouping set per marginal -----------------------------------------
+
+#: Status codes fit in one base-6 digit per axis of the accounting key.
+_STATUS_BASE = 6
+
+
+def _marginal_query(grid: Grid, dialect: Dialect, numeric: dict[str, bool], table: str, subsets) -> str:
+    """One scan of the binning query grouped by GROUPING SETS: every axis's status (the account
+    of the records), then the cells of each marginal. Each row: the grouping id, the statuses as
+    one base-6 key, the cells as one row-major key over the grid, the record count."""
+    d = len(grid.axes)
+    counted = _query(grid, dialect, numeric, table, distinct=_few_values(grid))
+    strides = np.cumprod((1,) + grid.shape[::-1])[:-1][::-1]
+    status_key = " + ".join(f"CAST(coalesce(s{a}, 0) AS BIGINT) * {_STATUS_BASE**a}" for a in range(d))
+    cell_key = " + ".join(f"CAST(coalesce(c{a}, 0) AS BIGINT) * {int(strides[a])}" for a in range(d))
+    sets = [f"({', '.join(f's{a}' for a in range(d))})"] + [f"({', '.join(f'c{a}' for a in s)})" for s in subsets]
+    # the grouping id, bit 2d-1-j set when column j of s0.., c0.. is summed out: one grouping()
+    # per column (Spark's grouping_id needs the grouping columns in their order of appearance)
+    grouped = {a for s in subsets for a in s}
+    columns = [f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)]
+    bits = [f"grouping({c}) * {1 << (2 * d - 1 - j)}" for j, c in enumerate(columns) if j < d or j - d in grouped]
+    bits.append(str(sum(1 << (d - 1 - a) for a in range(d) if a not in grouped)))
+    return (f"SELECT {' + '.join(bits)} AS g, {status_key} AS skey, {cell_key} AS ckey, sum(n) AS n "
+            f"FROM ({counted}) GROUP BY GROUPING SETS ({', '.join(sets)})")
+
+
+def _marginal_tables(g, skey, ckey, n, grid: Grid, subsets) -> tuple[np.ndarray, dict]:
+    """The accounting rows [statuses, zero cells, count] and the table of each marginal from the
+    rows of :func:`_marginal_query`."""
+    d = len(grid.axes)
+    g, skey, ckey, n = (np.asarray(a, dtype=np.int64) for a in (g, skey, ckey, n))
+    full = (1 << d) - 1
+    account = g == full
+    statuses = np.unravel_index(skey[account], (_STATUS_BASE,) * d)[::-1]
+    groups = np.column_stack([*statuses, np.zeros((int(account.sum()), d), dtype=np.int64), n[account]]).astype(np.int64)
+    tables = {}
+    for subset in subsets:
+        gid = (full << d) | sum(1 << (d - 1 - a) for a in range(d) if a not in subset)
+        rows = g == gid
+        coords = np.unravel_index(ckey[rows], grid.shape)
+        table = np.zeros(tuple(grid.shape[a] for a in subset), dtype=np.int64)
+        if subset:
+            np.add.at(table, tuple(coords[a] for a in subset), n[rows])
+        else:
+            table[...] = n[rows].sum()
+        tables[subset] = table
+    return groups, tables
+
+
+def duckdb_marginals(source, grid: Grid, subsets, connection=None, progress=None):
+    """The account of the records and the marginals ``subsets`` in one DuckDB scan."""
+    con, view, numeric, csv_files, examples = _duckdb_records(source, grid, connection)
+    query = _marginal_query(grid, DUCKDB, numeric, view, subsets)
+    found = _reporting(con, con.sql(query).fetchnumpy, progress)
+    groups, tables = _marginal_tables(found["g"], found["skey"], found["ckey"], found["n"], grid, subsets)
+    return _with_skipped_lines(groups, grid, csv_files), tables, examples
 
 
 # -- Spark ------------------------------------------------------------------------------------
@@ -227,8 +296,8 @@ def _spark_session(connection):
                 .getOrCreate())
 
 
-def spark_groups(source, grid: Grid, connection=None, progress=None):
-    """The same binning as a Spark job; only the grouped counts are collected."""
+def _spark_records(source, grid: Grid, connection):
+    """(DataFrame, view of the records, numeric flags, CSV files read, examples function)."""
     csv_files = None
     if type(source).__module__.startswith("pyspark"):
         df = source
@@ -258,12 +327,6 @@ def spark_groups(source, grid: Grid, connection=None, progress=None):
     view = f"records_{id(df)}"
     df.createOrReplaceTempView(view)
     binning = _query(grid, SPARK, numeric, view)
-    d = len(grid.axes)
-    keys = [f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)]
-    counted = _query(grid, SPARK, numeric, view, distinct=_few_values(grid))
-    rows = df.sparkSession.sql(f"SELECT {', '.join(keys)}, sum(n) AS n FROM ({counted}) GROUP BY {', '.join(keys)}").collect()
-    groups = np.array([[int(r[k]) for k in keys] + [int(r["n"])] for r in rows], dtype=np.int64).reshape(-1, 2 * d + 1)
-    groups = _with_skipped_lines(groups, grid, csv_files)
 
     def examples(a: int, codes: tuple[int, ...]) -> list:
         column = SPARK.ident(grid.axes[a].column)
@@ -271,7 +334,28 @@ def spark_groups(source, grid: Grid, connection=None, progress=None):
         found = df.sparkSession.sql(f"SELECT DISTINCT raw FROM ({query}) WHERE s{a} IN ({', '.join(map(str, codes))}) LIMIT {_EXAMPLES}").collect()
         return [r["raw"] for r in found]
 
-    return groups, examples
+    return df, view, numeric, csv_files, examples
+
+
+def spark_groups(source, grid: Grid, connection=None, progress=None):
+    """The same binning as a Spark job; only the grouped counts are collected."""
+    df, view, numeric, csv_files, examples = _spark_records(source, grid, connection)
+    d = len(grid.axes)
+    keys = [f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)]
+    counted = _query(grid, SPARK, numeric, view, distinct=_few_values(grid))
+    rows = df.sparkSession.sql(f"SELECT {', '.join(keys)}, sum(n) AS n FROM ({counted}) GROUP BY {', '.join(keys)}").collect()
+    groups = np.array([[int(r[k]) for k in keys] + [int(r["n"])] for r in rows], dtype=np.int64).reshape(-1, 2 * d + 1)
+    return _with_skipped_lines(groups, grid, csv_files), examples
+
+
+def spark_marginals(source, grid: Grid, subsets, connection=None, progress=None):
+    """The account of the records and the marginals ``subsets`` in one Spark job; only the
+    grouped counts are collected."""
+    df, view, numeric, csv_files, examples = _spark_records(source, grid, connection)
+    rows = df.sparkSession.sql(_marginal_query(grid, SPARK, numeric, view, subsets)).collect()
+    columns = [np.array([r[k] for r in rows], dtype=np.int64) for k in ("g", "skey", "ckey", "n")]
+    groups, tables = _marginal_tables(*columns, grid, subsets)
+    return _with_skipped_lines(groups, grid, csv_files), tables, examples
 
 
 # -- numpy ------------------------------------------------------------------------------------
@@ -330,3 +414,33 @@ def memory_groups(source, grid: Grid, connection=None, progress=None):
         return [None if v is None else str(v) for v in list(dict.fromkeys(values.tolist()))[:_EXAMPLES]]
 
     return np.concatenate([keys, counts[:, None]], axis=1), examples
+
+
+def memory_marginals(source, grid: Grid, subsets, connection=None, progress=None):
+    """The account of the records and the marginals ``subsets``, in numpy."""
+    columns = _columns(source)
+    _check_columns(list(columns), grid, "source")
+    lengths = {len(columns[c]) for c in grid.columns}
+    if len(lengths) > 1:
+        raise ValueError(f"source: the domain's columns have different lengths {sorted(lengths)}")
+    binned = [axis.bin(columns[axis.column]) for axis in grid.axes]
+    d = len(grid.axes)
+    tables = {}
+    for subset in subsets:
+        dims = tuple(grid.shape[a] for a in subset)
+        if lengths == {0}:
+            tables[subset] = np.zeros(dims, dtype=np.int64)
+            continue
+        flat = np.ravel_multi_index([binned[a][1] for a in subset], dims) if subset else np.zeros(len(binned[0][1]), dtype=np.int64)
+        tables[subset] = np.bincount(flat, minlength=int(np.prod(dims))).astype(np.int64).reshape(dims)
+    if lengths == {0} or not binned[0][0].size:
+        groups = np.zeros((0, 2 * d + 1), dtype=np.int64)
+    else:
+        keys, counts = _unique_rows([s.astype(np.int64) for s, _ in binned])
+        groups = np.column_stack([keys, np.zeros((keys.shape[0], d), dtype=np.int64), counts]).astype(np.int64)
+
+    def examples(a: int, codes: tuple[int, ...]) -> list:
+        values = columns[grid.axes[a].column][np.isin(binned[a][0], codes)]
+        return [None if v is None else str(v) for v in list(dict.fromkeys(values.tolist()))[:_EXAMPLES]]
+
+    return groups, tables, examples

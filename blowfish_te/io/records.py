@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..workloads.marginals import MarginalCounts
 from .domain import ABOVE, BELOW, INVALID, MISSING, OK, UNKNOWN, Grid, as_grid
-from .engines import duckdb_groups, has_pyarrow, memory_groups, spark_groups
+from .engines import duckdb_groups, duckdb_marginals, has_pyarrow, memory_groups, memory_marginals, spark_groups, spark_marginals
 from .sources import RecordError, SqlQuery, csv_lines
 
-__all__ = ["ENGINES", "HistogramResult", "RecordError", "SqlQuery", "csv_lines", "histogram"]
+__all__ = ["ENGINES", "HistogramResult", "MarginalCountsResult", "RecordError", "SqlQuery", "csv_lines", "histogram", "marginal_counts"]
 
 #: Engines: DuckDB (embedded, out of core; the default), Spark (distributed) and numpy (in memory).
 ENGINES = ("duckdb", "spark", "memory")
@@ -114,7 +115,17 @@ def histogram(source=None, domain=None, *, sql: str | None = None, outside: str 
 def _assemble(groups: np.ndarray, examples, grid: Grid, outside: str, engine: str) -> HistogramResult:
     """The histogram from grouped rows [status_1..status_d, cell_1..cell_d, count]."""
     d = len(grid.axes)
-    status, cells, count = groups[:, :d], groups[:, d : 2 * d], groups[:, 2 * d]
+    rows, below, above = _account(groups, examples, grid, outside)
+    counts = np.zeros(grid.shape, dtype=np.int64)
+    np.add.at(counts, tuple(groups[:, d + a] for a in range(d)), groups[:, 2 * d])
+    return HistogramResult(counts, grid, rows, rows - below - above, below, above, engine)
+
+
+def _account(groups: np.ndarray, examples, grid: Grid, outside: str, made: str = "no histogram was built") -> tuple[int, int, int]:
+    """(records, clamped below, clamped above) from grouped rows [statuses, cells, count]; a
+    RecordError naming every refused column when some record cannot be counted."""
+    d = len(grid.axes)
+    status, count = groups[:, :d], groups[:, 2 * d]
     rows = int(count.sum())
     problems = []
     for a, axis in enumerate(grid.axes):
@@ -134,13 +145,92 @@ def _assemble(groups: np.ndarray, examples, grid: Grid, outside: str, engine: st
         hint = ""
         if outside == "error" and outside_found:
             hint = "; pass outside='clamp' (--outside clamp) to move numbers outside the domain to its edge"
-        raise RecordError(f"{rows} record(s) read, some cannot be counted, no histogram was built: " + "; ".join(problems) + hint)
-    counts = np.zeros(grid.shape, dtype=np.int64)
-    np.add.at(counts, tuple(cells[:, a] for a in range(d)), count)
+        raise RecordError(f"{rows} record(s) read, some cannot be counted, {made}: " + "; ".join(problems) + hint)
     out = (status != OK).any(axis=1)
     below = int(count[out & (status == BELOW).any(axis=1)].sum())
-    above = int(count[out].sum()) - below
-    return HistogramResult(counts, grid, rows, rows - below - above, below, above, engine)
+    return rows, below, int(count[out].sum()) - below
+
+
+@dataclass(frozen=True)
+class MarginalCountsResult:
+    """Marginal counts of the records (:class:`~blowfish_te.workloads.MarginalCounts`, what a
+    plan that reads marginals only releases from) and the account of every record, as
+    :class:`HistogramResult` gives it: ``rows`` = ``counted`` + ``clamped``, and every marginal
+    counts all ``rows`` records."""
+
+    counts: MarginalCounts
+    domain: Grid
+    rows: int
+    counted: int
+    below: int
+    above: int
+    engine: str
+
+    @property
+    def clamped(self) -> int:
+        return self.below + self.above
+
+    def summary(self) -> str:
+        return HistogramResult.summary(self) + f"; {len(self.counts.subsets)} marginal(s) counted"
+
+
+def marginal_counts(source=None, domain=None, marginals=None, *, sql: str | None = None, outside: str = "error",
+                    engine: str | None = None, connection=None, progress=None) -> MarginalCountsResult:
+    """Count the records over some marginals of ``domain``, never over its full grid: one scan,
+    one GROUP BY per marginal (GROUPING SETS in DuckDB and Spark, bincounts in numpy), and the
+    account of every record as :func:`histogram` keeps it (a record refused in any column refuses
+    the whole count, so every marginal counts the same records).
+
+    ``marginals`` lists the marginals as tuples of axes of ``domain`` — axis indices or column
+    names — e.g. ``plan.marginals_read()`` of a :class:`~blowfish_te.routes.Plan` that reads
+    marginals only. The other arguments are those of :func:`histogram`. Only the counts leave
+    the engine: at most Σ_S N_S rows for marginals of N_S cells.
+    """
+    if (source is None) == (sql is None):
+        raise TypeError("give the records as source= or a SQL query as sql=, exactly one of them")
+    if sql is not None:
+        source = SqlQuery(sql)
+    if domain is None:
+        raise TypeError("domain is required: the axes the records are counted over (never read from the data)")
+    grid = as_grid(domain)
+    subsets = _marginal_axes(marginals, grid)
+    if outside not in OUTSIDE:
+        raise ValueError(f"outside must be one of {OUTSIDE}, got {outside!r}")
+    engine = _engine_of(source, engine)
+    run = {"duckdb": duckdb_marginals, "spark": spark_marginals, "memory": memory_marginals}[engine]
+    groups, tables, examples = run(source, grid, subsets, connection, progress)
+    rows, below, above = _account(groups, examples, grid, outside, "no marginal was counted")
+    counts = MarginalCounts(grid.shape, {s: tables[s] for s in subsets}) if rows else MarginalCounts(
+        grid.shape, {s: np.zeros(tuple(grid.shape[a] for a in s), dtype=np.int64) for s in subsets})
+    return MarginalCountsResult(counts, grid, rows, rows - below - above, below, above, engine)
+
+
+def _marginal_axes(marginals, grid: Grid) -> list[tuple[int, ...]]:
+    """The marginals as sorted tuples of axis indices, each once."""
+    if marginals is None or isinstance(marginals, (str, int)) or not all(isinstance(m, (tuple, list)) for m in marginals):
+        raise TypeError("marginals must be a list of tuples of axes (indices or column names), e.g. [(0, 1), (2,)] "
+                        f"or plan.marginals_read(); got {marginals!r}")
+    if not marginals:
+        raise ValueError("marginals must name at least one marginal")
+    names = list(grid.columns)
+    out: list[tuple[int, ...]] = []
+    for m in marginals:
+        axes = []
+        for a in m:
+            if isinstance(a, str):
+                if a not in names:
+                    raise ValueError(f"marginals: no axis named {a!r}; axes: {', '.join(names)}")
+                axes.append(names.index(a))
+            elif isinstance(a, (int, np.integer)) and not isinstance(a, bool) and 0 <= a < len(names):
+                axes.append(int(a))
+            else:
+                raise ValueError(f"marginals: {a!r} is neither an axis index in [0, {len(names) - 1}] nor a column name")
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"marginals: {m!r} repeats an axis")
+        key = tuple(sorted(axes))
+        if key not in out:
+            out.append(key)
+    return out
 
 
 _REASONS = {

@@ -30,6 +30,7 @@ _EXPORTS = {
                                             "qardaji_branching_2d"),
     "blowfish_te.mechanisms.matrix": ("MatrixMechanism", "NonNegative"),
     "blowfish_te.mechanisms.optimized": ("Optimized",),
+    "blowfish_te.mechanisms.marginal": ("MarginalMechanism", "WorkloadMarginals", "OptimizedMarginals"),
     "blowfish_te.mechanisms.auto": ("Auto",),
     "blowfish_te.mechanisms.uniform": ("Uniform",),
     "blowfish_te.mechanisms.ordered": ("Ordered", "OrderedHierarchical", "TunedOrderedHierarchical"),
@@ -43,6 +44,7 @@ _EXPORTS = {
 _NAMES = {
     "identity": "laplace", "laplace": "laplace", "h2": "hierarchical", "hb": "hierarchical", "quadtree": "hierarchical",
     "greedyh": "hierarchical", "privelet": "hierarchical", "optimized": "optimized", "auto": "auto",
+    "marginals": "marginal", "marginals_optimized": "marginal",
     "uniform": "uniform", "ordered": "ordered", "ordered_hierarchical": "ordered", "ordered_hierarchical_tuned": "ordered",
     "dawa": "datadependent", "mwem": "datadependent", "ahp": "datadependent", "ugrid": "spatial", "agrid": "spatial",
     "privtree": "privtree", "partition_then_transform": "partition_then_transform", "adaptive": "adaptive",
@@ -85,6 +87,9 @@ __all__ = [
     "MatrixMechanism",
     "NonNegative",
     "Optimized",
+    "MarginalMechanism",
+    "WorkloadMarginals",
+    "OptimizedMarginals",
     "Auto",
     "Uniform",
     "Ordered",
@@ -107,6 +112,7 @@ if TYPE_CHECKING:
     from .datadependent import AHP, DAWA, MWEM
     from .hierarchical import H2, HB, GreedyH, Privelet, QuadTree, qardaji_branching, qardaji_branching_2d
     from .laplace import DirectLaplace, Identity
+    from .marginal import MarginalMechanism, OptimizedMarginals, WorkloadMarginals
     from .matrix import MatrixMechanism, NonNegative
     from .optimized import Optimized
     from .ordered import Ordered, OrderedHierarchical, TunedOrderedHierarchical

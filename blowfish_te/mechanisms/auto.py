@@ -5,20 +5,34 @@ from __future__ import annotations
 
 from .. import trees
 from .._validation import check_real
+from ..routes import LARGE_DOMAIN_CELLS
 from ..workloads import Workload, as_workload
-from .base import Mechanism, get_mechanism, mechanism_class
+from .base import MECHANISMS, Mechanism, NativeMechanism, get_mechanism, mechanism_class
 
-#: The library's data-independent strategies that ``Auto`` compares by default.
-DEFAULT_CANDIDATES = ("identity", "hb", "h2", "privelet", "greedyh", "ordered_hierarchical", "ordered_hierarchical_tuned")
+
+def analytic_mechanisms() -> tuple[str, ...]:
+    """Every registered mechanism (plug-ins included) whose expected error is analytic: the
+    linear data-independent ones (tag ``analytic_error``) and the Blowfish-native ones that define
+    their analytic error; ``optimized`` and ``auto`` itself are left to :class:`Auto`."""
+    names = []
+    for name, cls in MECHANISMS.items():
+        native = issubclass(cls, NativeMechanism) and cls.expected_error_native is not NativeMechanism.expected_error_native
+        if (cls.analytic_error or native) and name not in ("optimized", "auto"):
+            names.append(name)
+    return tuple(sorted(names))
 
 
 class Auto(Mechanism):
-    """Chooses, per workload and policy, among data-independent mechanisms (``candidates``) and the
-    optimised strategy (``optimized``, see :class:`~blowfish_te.mechanisms.Optimized`) when its
-    predicted optimisation time — a cost model of sizes, never a clock — is within ``budget``
-    seconds; a candidate that tunes its own plan (``ordered_hierarchical_tuned``) is held to the
-    same budget. :func:`blowfish_te.plan` with route ``"auto"`` weighs every route of every candidate
-    and keeps the lowest analytic expected error; the release names the mechanism that ran and why.
+    """Chooses, per workload and policy, among data-independent mechanisms (``candidates``; by
+    default every registered one with an analytic error, :func:`analytic_mechanisms`: the Laplace
+    mechanism on the workload itself and the marginal strategies included) and the optimised
+    strategy (``optimized``, see :class:`~blowfish_te.mechanisms.Optimized`) when its predicted
+    optimisation time — a cost model of sizes, never a clock — is within ``budget`` seconds; a
+    candidate that tunes its own plan (``ordered_hierarchical_tuned``) is held to the same budget.
+    On a domain too large for a histogram (over ``LARGE_DOMAIN_CELLS``) only mechanisms that
+    need no array of its size are compared (``handles_large_domain``). :func:`blowfish_te.plan`
+    with route ``"auto"`` weighs every route of every candidate and keeps the lowest analytic
+    expected error; the release names the mechanism that ran and why.
 
     Privacy: the choice depends on the workload, policy and ε only (never on the data), so it is
     free; the release is exactly the chosen mechanism's, with its own privacy argument (Laplace
@@ -29,14 +43,21 @@ class Auto(Mechanism):
     name = "auto"
     routes = ("choice",)
 
-    def __init__(self, budget: float = 10.0, candidates: tuple[str, ...] = DEFAULT_CANDIDATES):
+    def __init__(self, budget: float = 10.0, candidates: tuple[str, ...] | None = None):
         self.budget = check_real(budget, "budget (seconds)", 0)
-        if isinstance(candidates, str) or not all(isinstance(c, str) for c in candidates):
-            raise TypeError(f"candidates must be a tuple of mechanism names, got {candidates!r}")
-        for c in candidates:
-            if mechanism_class(c) is Auto:
-                raise ValueError("candidates cannot include 'auto' itself")
-        self.candidates = tuple(candidates)
+        if candidates is not None:
+            if isinstance(candidates, str) or not all(isinstance(c, str) for c in candidates):
+                raise TypeError(f"candidates must be a tuple of mechanism names or None (every registered one with an "
+                                f"analytic error), got {candidates!r}")
+            for c in candidates:
+                if mechanism_class(c) is Auto:
+                    raise ValueError("candidates cannot include 'auto' itself")
+            candidates = tuple(candidates)
+        self.candidates = candidates
+
+    def compared(self) -> tuple[str, ...]:
+        """The names of the candidates compared (besides ``optimized``)."""
+        return analytic_mechanisms() if self.candidates is None else self.candidates
 
     def choices(self, workload: Workload, policy=None, route: str = "auto") -> tuple[list[tuple[Mechanism, str]], str]:
         """The (mechanism, route) pairs to compare, and a sentence on the budgets: the optimised
@@ -45,8 +66,13 @@ class Auto(Mechanism):
         joins when its predicted tuning time fits."""
         pairs, notes = [], []
         within = f"<= budget {self.budget:g} s"
-        for name in self.candidates:
+        large = workload.size > LARGE_DOMAIN_CELLS
+        too_large = []
+        for name in self.compared():
             mech = get_mechanism(name)
+            if large and not mech.handles_large_domain(workload):
+                too_large.append(name)
+                continue
             if mech.tunes_plan and policy is not None and policy.ndim == 1:
                 seconds = mech.predicted_seconds(workload, policy)
                 if seconds > self.budget:
@@ -54,6 +80,9 @@ class Auto(Mechanism):
                     continue
                 notes.append(f"{name} considered (predicted {seconds:.2g} s {within})")
             pairs.append((mech, route))
+        if large:
+            skipped = ", ".join(["optimized", *too_large])
+            return pairs, f"skipped on {workload.size} cells (they build arrays of the domain's size): {skipped}"
         optimizer = get_mechanism("optimized")
         exact = optimizer.predicted_seconds(workload, policy)
         transforms = 0.0
@@ -82,7 +111,7 @@ class Auto(Mechanism):
             if error is not None and error < best_error:
                 best, best_error = mech, error
         if best is None:
-            raise ValueError(f"no candidate of {self.candidates} has an analytic error for {workload.name}")
+            raise ValueError(f"no candidate of {self.compared()} has an analytic error for {workload.name}")
         return best
 
     def expected_error(self, workload, epsilon):

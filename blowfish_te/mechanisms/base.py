@@ -181,6 +181,8 @@ class Mechanism(ABC):
     models_records: bool = False
     #: True for mechanisms that only run on a 2-D grid of counts (checked and audited on one).
     needs_grid: bool = False
+    #: True for mechanisms that answer marginal workloads only (audited on one).
+    needs_marginals: bool = False
     #: The routes the planner gives this kind of mechanism (tags of :data:`blowfish_te.routes.ROUTE_CLASSES`):
     #: any ε-DP algorithm runs on a tree transform.
     routes: tuple[str, ...] = ("transform",)
@@ -217,6 +219,12 @@ class Mechanism(ABC):
         :class:`~blowfish_te.routes.Outcome`: what the routes execute. Mechanisms that know their
         sensitivity and noise scale report them here."""
         return Outcome(np.asarray(self.run(workload, x, epsilon, gen), dtype=np.float64))
+
+    def handles_large_domain(self, workload: Workload) -> bool:
+        """True when the mechanism plans and releases ``workload`` without arrays of the domain's
+        size (e.g. strategies over marginals): :class:`~blowfish_te.mechanisms.Auto` considers
+        only such mechanisms on domains too large for a histogram."""
+        return False
 
     def total_source(self) -> str | None:
         """For mechanisms that use the record total: whether it was given as public or measured

@@ -7,8 +7,9 @@ import numpy as np
 from ..policies import PairEdges, Policy
 from ..strategies import IdentityStrategy
 from ..strategies.base import sparse_rows
+from ..strategies.marginals import MarginalStrategy, move_patterns
 from ..transform import TransformedWorkload
-from ..workloads import Boxes, Workload
+from ..workloads import Boxes, Marginals, Workload
 from .base import LinearMechanism
 
 
@@ -60,6 +61,20 @@ class DirectLaplace(LinearMechanism):
 
     def strategy(self, workload: Workload) -> Workload:
         return workload
+
+    def handles_large_domain(self, workload: Workload) -> bool:
+        """Marginals: Δ from the policy's moves, never from K columns."""
+        return isinstance(workload, Marginals)
+
+    def strategy_sensitivity(self, strategy: Workload, policy: Policy | None = None) -> float:
+        """Δ(W) for unit changes or Δ_G(W); for marginals read off the policy's moves (each marginal
+        changes by 2 when a move changes one of its attributes, by 1 when a record is added or
+        removed), so no K-sized array is built."""
+        if isinstance(strategy, Marginals):
+            subsets = sorted(set(tuple(sorted(s)) for s in strategy.subsets))
+            repeats = [sum(tuple(sorted(s)) == t for s in strategy.subsets) for t in subsets]
+            return MarginalStrategy(strategy.domain, subsets, repeats).sensitivity(move_patterns(policy))
+        return super().strategy_sensitivity(strategy, policy)
 
     def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
         return y

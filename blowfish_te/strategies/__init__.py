@@ -14,6 +14,7 @@ _EXPORTS = {
     "blowfish_te.strategies.greedy": ("greedy_hierarchy",),
     "blowfish_te.strategies.haar": ("HaarStrategy",),
     "blowfish_te.strategies.hierarchy": ("Hierarchy", "TreeStrategy", "hierarchical"),
+    "blowfish_te.strategies.marginals": ("MarginalStrategy", "optimize_weights", "own_marginals"),
     "blowfish_te.strategies.pidentity": ("PIdentityStrategy", "optimize_pidentity"),
     "blowfish_te.strategies.store": ("StrategyStore",),
 }
@@ -22,6 +23,7 @@ __all__ = [
     "LeastSquares",
     "GeneralStrategy",
     "IdentityStrategy",
+    "MarginalStrategy",
     "HaarStrategy",
     "Hierarchy",
     "PIdentityStrategy",
@@ -30,6 +32,8 @@ __all__ = [
     "greedy_hierarchy",
     "hierarchical",
     "optimize_pidentity",
+    "optimize_weights",
+    "own_marginals",
 ]
 
 
@@ -41,5 +45,6 @@ if TYPE_CHECKING:
     from .greedy import greedy_hierarchy
     from .haar import HaarStrategy
     from .hierarchy import Hierarchy, TreeStrategy, hierarchical
+    from .marginals import MarginalStrategy, optimize_weights, own_marginals
     from .pidentity import PIdentityStrategy, optimize_pidentity
     from .store import StrategyStore

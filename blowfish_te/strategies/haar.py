@@ -185,15 +185,36 @@ class HaarStrategy(LeastSquares, Workload):
             out = np.full(u.size, float(math.prod(m + 1 for m in self.levels)))  # ⊥: a column's own norm
             cells = np.flatnonzero(v < self.size)
             if cells.size:
-                out[cells] = self._sparse_differences(u[cells], v[cells], norm)
+                out[cells] = self._grid_differences(u[cells], v[cells], norm)
             return out
-        m = self.levels[0]
         out = np.empty(u.size)
         bottom = v == self.size
-        out[bottom] = m + 1
-        a, b = u[~bottom], v[~bottom]
-        parted = m - self._shared_bits(a, b)  # levels at or below the parting block
-        out[~bottom] = np.where(a == b, 0, 2 * parted + (2 if norm == "l2sq" else 0))
+        out[bottom] = self.levels[0] + 1
+        out[~bottom] = self._line_differences(0, u[~bottom], v[~bottom], norm)
+        return out
+
+    def _line_differences(self, axis: int, a: np.ndarray, b: np.ndarray, norm: str) -> np.ndarray:
+        """Norms of H_i e_a - H_i e_b for the 1-D Haar matrix of ``axis``."""
+        m = self.levels[axis]
+        parted = m - self._shared_bits(a, b, m)  # levels at or below the parting block
+        return np.where(a == b, 0, 2 * parted + (2 if norm == "l2sq" else 0)).astype(np.float64)
+
+    def _grid_differences(self, u: np.ndarray, v: np.ndarray, norm: str) -> np.ndarray:
+        """Cells that differ on one axis j: H e_u - H e_v = ⊗_{i<j} h_i ⊗ (h_j - h'_j) ⊗_{i>j} h_i,
+        whose norm is the 1-D difference's times the other axes' column norms (m_i + 1 for both L1
+        and squared L2); other pairs from the columns' non-zeros."""
+        cu, cv = np.unravel_index(u, self.domain), np.unravel_index(v, self.domain)
+        differs = np.stack([a != b for a, b in zip(cu, cv)])
+        count = differs.sum(axis=0)
+        out = np.zeros(u.size)
+        for axis in range(len(self.domain)):
+            on = (count == 1) & differs[axis]
+            if on.any():
+                others = math.prod(m + 1 for i, m in enumerate(self.levels) if i != axis)
+                out[on] = others * self._line_differences(axis, cu[axis][on], cv[axis][on], norm)
+        several = count > 1
+        if several.any():
+            out[several] = self._sparse_differences(u[several], v[several], norm)
         return out
 
     def _columns(self, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -227,8 +248,8 @@ class HaarStrategy(LeastSquares, Workload):
             out[start : start + step] = np.bincount(np.repeat(pairs, np.diff(diff.indptr)), weights=values, minlength=cu.size)
         return out
 
-    def _shared_bits(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        m = self.levels[0]
+    def _shared_bits(self, a: np.ndarray, b: np.ndarray, m: int | None = None) -> np.ndarray:
+        m = self.levels[0] if m is None else m
         diff = np.bitwise_xor(a, b)
         return np.where(diff == 0, m, m - np.floor(np.log2(np.maximum(diff, 1))).astype(np.int64) - 1)
 

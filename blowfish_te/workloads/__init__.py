@@ -12,8 +12,6 @@ column-difference norms (for sensitivities) and a sparse form where feasible.
 
 from __future__ import annotations
 
-import itertools
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +25,7 @@ from .all_ranges import AllRanges
 from .base import Workload
 from .boxes import Boxes
 from .buckets import BucketWorkload
+from .marginals import MarginalCounts, Marginals, all_marginals, marginals
 from .matrix import MatrixWorkload
 from .ramps import RampedPrefixes
 from .rows import QueryRows
@@ -49,7 +48,10 @@ __all__ = [
     "rects",
     "random_rects",
     "dpbench_ranges",
+    "Marginals",
+    "MarginalCounts",
     "marginals",
+    "all_marginals",
     "from_matrix",
     "evenly_spaced_queries",
     "as_workload",
@@ -146,45 +148,6 @@ def dpbench_ranges(shape, m: int, rng: RNGLike = None) -> Boxes:
     sides = np.stack([gen.integers(1, k + 1, size=m) for k in shape], axis=1)
     lo = gen.integers(0, np.array(shape) - sides + 1)
     return Boxes(shape, lo, lo + sides - 1, name=f"dpbench_ranges({_fmt(shape)}, m={m})")
-
-
-def marginals(shape, axes=None) -> Boxes:
-    """Marginals of a multi-dimensional grid, as counting queries.
-
-    ``axes`` is one tuple of attribute indices (one marginal), a list of such tuples, or None for
-    every 1-way marginal. The marginal on attributes S has one query per value combination of S,
-    summing over the other attributes; ``()`` is the total count.
-    """
-    shape = check_shape(shape, "shape")
-    d = len(shape)
-    if axes is None:
-        subsets = [(i,) for i in range(d)]
-    elif isinstance(axes, tuple) and all(isinstance(a, numbers.Integral) for a in axes):
-        subsets = [axes]
-    elif isinstance(axes, (list, tuple)) and all(isinstance(s, (tuple, list)) for s in axes):
-        subsets = [tuple(s) for s in axes]
-    else:
-        raise TypeError(
-            f"axes must be a tuple of attribute indices (one marginal) or a list of such tuples, got {axes!r}"
-        )
-    if not subsets:
-        raise ValueError("axes must name at least one marginal")
-    los, his = [], []
-    for subset in subsets:
-        for a in subset:
-            if isinstance(a, (bool, np.bool_)) or not isinstance(a, numbers.Integral) or not 0 <= a < d:
-                raise ValueError(f"axes entries must be attribute indices in [0, {d - 1}], got {a!r} in {subset!r}")
-        if len(set(subset)) != len(subset):
-            raise ValueError(f"marginal {subset!r} repeats an attribute")
-        values = np.array(list(itertools.product(*[range(shape[a]) for a in subset])), dtype=np.int64)
-        count = values.shape[0] if subset else 1
-        lo = np.zeros((count, d), dtype=np.int64)
-        hi = np.tile(np.array(shape, dtype=np.int64) - 1, (count, 1))
-        for j, a in enumerate(subset):
-            lo[:, a] = hi[:, a] = values[:, j]
-        los.append(lo)
-        his.append(hi)
-    return Boxes(shape, np.concatenate(los), np.concatenate(his), name=f"marginals({_fmt(shape)}, {subsets})")
 
 
 def from_matrix(matrix, domain=None) -> MatrixWorkload:
