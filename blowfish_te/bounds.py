@@ -8,7 +8,7 @@ import numpy as np
 from ._validation import check_epsilon
 from .policies import Policy
 from .sensitivity import check_compatible
-from .workloads import as_workload
+from .workloads import Marginals, as_workload
 
 #: Largest side of the dense Gram matrix whose eigenvalues the bound needs.
 MAX_BOUND_SIDE = 8192
@@ -41,6 +41,10 @@ def lower_bound(workload, epsilon: float, policy: Policy | None = None) -> float
     workload = as_workload(workload)
     epsilon = check_epsilon(epsilon)
     m, k = workload.shape
+    if isinstance(workload, Marginals):
+        found = marginal_lower_bound(workload, epsilon, policy)
+        if found is not None:
+            return found
     if policy is None:
         columns = k
         if min(m, k) > MAX_BOUND_SIDE:
@@ -77,6 +81,54 @@ def lower_bound(workload, epsilon: float, policy: Policy | None = None) -> float
     eigenvalues = np.linalg.eigvalsh((gram + gram.T) / 2)
     trace_norm = float(np.sqrt(np.clip(eigenvalues, 0, None)).sum())
     return 2.0 / epsilon**2 * trace_norm**2 / columns
+
+
+def _laplacian_eigenvalue(policy: Policy | None, shape: tuple[int, ...]):
+    """For a policy whose Laplacian is diagonal in the projectors E_T of
+    :mod:`blowfish_te.strategies.marginals` — unit changes and unbounded DP (L = I), bounded DP
+    (L = K I - 11ᵀ) and the attribute policy (L = Σ_i n_i Q_i ⊗ I) — the eigenvalue of L on E_T
+    as a function of T, and the number of edges; else None."""
+    from .policies import OffsetEdges
+
+    k = int(np.prod(shape))
+    if policy is None or (policy.has_bottom and policy.is_differential_privacy):
+        return (lambda t: 1.0), k
+    if _is_full_clique(policy):
+        return (lambda t: float(k) if t else 0.0), k * (k - 1) // 2
+    wanted = {tuple(t if a == axis else 0 for a in range(len(shape))) for axis, n in enumerate(shape) for t in range(1, n)}
+    blocks = policy.edge_blocks
+    if not policy.has_bottom and all(isinstance(b, OffsetEdges) for b in blocks) and {b.offset for b in blocks} == wanted:
+        return (lambda t: float(sum(shape[a] for a in t))), policy.num_edges
+    return None
+
+
+def marginal_lower_bound(workload: Marginals, epsilon: float, policy: Policy | None = None) -> float | None:
+    """The SVD bound of :func:`lower_bound` for a marginal workload, from the marginals' eigen-
+    algebra instead of a dense Gram (any number of cells): WᵀW = K Σ_T μ_T E_T with μ_T =
+    Σ_{R⊇T} 1/N_R and rank r_T = Π_{i∈T}(n_i - 1) (:mod:`blowfish_te.strategies.marginals`), so the
+    singular values of W_G = W P_G are √(K μ_T ℓ_T), ℓ_T the Laplacian's eigenvalue on E_T, and
+    the bound is (2/ε²) (Σ_T r_T √(K μ_T ℓ_T))² / |E|. None for a policy whose Laplacian is not
+    diagonal in the E_T (then :func:`lower_bound` computes it densely)."""
+    import itertools
+    import math
+
+    shape = workload.domain
+    spectrum = _laplacian_eigenvalue(policy, shape)
+    if spectrum is None:
+        return None
+    eigenvalue, columns = spectrum
+    if columns == 0:
+        return 0.0
+    mu: dict[tuple[int, ...], float] = {}
+    for r in workload.subsets:
+        r = tuple(sorted(r))
+        n_r = math.prod(shape[a] for a in r)
+        for size in range(len(r) + 1):
+            for t in itertools.combinations(r, size):
+                mu[t] = mu.get(t, 0.0) + 1.0 / n_r
+    k = math.prod(shape)
+    trace_norm = sum(math.prod(shape[a] - 1 for a in t) * math.sqrt(k * value * eigenvalue(t)) for t, value in mu.items())
+    return 2.0 / check_epsilon(epsilon) ** 2 * trace_norm**2 / columns
 
 
 def weighted_lower_bound(workload, epsilon: float, policy: Policy | None = None, steps: int = 100) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import json
 import os
 import pathlib
@@ -255,9 +256,11 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
             click.echo(f"ledger: charged ε = {epsilon:g} to {dataset!r} ({left.spent:g} of {left.total:g} spent)", err=True)
         if columns:
             megabytes = sum(os.path.getsize(f) for f in io.sources.files_of(str(data))) / 1e6
+            marginals = the_plan.marginals_read()  # a plan that reads marginals only: never the grid
             with Progress("counting records", total=megabytes, unit="MB", enabled=not quiet) as bar:
-                result = io.histogram(str(data), domain, outside=outside, engine=engine,
-                                      progress=lambda fraction: bar.update(fraction * megabytes))
+                count = io.histogram if marginals is None else functools.partial(io.marginal_counts, marginals=marginals)
+                result = count(str(data), domain, outside=outside, engine=engine,
+                               progress=lambda fraction: bar.update(fraction * megabytes))
             x = result.counts
             click.echo(f"records: {result.summary()} (exact counts, not private)", err=True)
         else:

@@ -12,7 +12,8 @@ import numpy as np
 from ._validation import check_histogram, check_int, check_shape
 from .noise import RNGLike, check_rng
 
-__all__ = ["BUILTIN", "CENSUS_ATTRIBUTES", "DATA_DIR_ENV", "available", "census_domain", "census_records", "coarsen", "data_dir",
+__all__ = ["BUILTIN", "CENSUS_6D", "CENSUS_ATTRIBUTES", "DATA_DIR_ENV", "available", "census_domain", "census_histogram",
+           "census_records", "coarsen", "data_dir",
            "dpbench_sample", "load", "skin_like", "synthetic", "synthetic_2d"]
 
 #: Environment variable naming the DPBench data directory (with ``1D/`` and ``2D/`` inside).
@@ -135,6 +136,7 @@ BUILTIN = {
     "synthetic-1d": lambda: synthetic(4096, 100_000, rng=0),
     "synthetic-2d": lambda: synthetic_2d((256, 256), 100_000, rng=0),
     "skin-like": lambda: skin_like((64, 64), 2450, rng=0),
+    "census-6d": lambda: census_histogram(CENSUS_6D, 100_000, rng=0),
 }
 
 
@@ -179,3 +181,18 @@ def census_domain(attributes: dict[str, int] | None = None):
 
     attributes = CENSUS_ATTRIBUTES if attributes is None else attributes
     return Grid(*(IntegerRange(name, 0, size - 1) for name, size in attributes.items()))
+
+
+#: Six attributes of :data:`CENSUS_ATTRIBUTES`, age in ten bands: a 20,000-cell grid (the
+#: built-in histogram ``census-6d``).
+CENSUS_6D = {"age": 10, "sex": 2, "race": 5, "education": 10, "income": 10, "tenure": 2}
+
+
+def census_histogram(attributes: dict[str, int] | None = None, n: int = 100_000, rng: RNGLike = 0) -> np.ndarray:
+    """The histogram of :func:`census_records` over its grid (one axis per attribute): for
+    domains small enough to hold as counts."""
+    attributes = CENSUS_ATTRIBUTES if attributes is None else attributes
+    shape = check_shape(tuple(attributes.values()), "attributes")
+    columns = census_records(n, rng, attributes)
+    flat = np.ravel_multi_index([columns[name] for name in attributes], shape) if n else np.zeros(0, dtype=np.int64)
+    return np.bincount(flat, minlength=int(np.prod(shape))).reshape(shape).astype(np.int64)

@@ -326,6 +326,9 @@ def test_pivot_table_averages_over_the_other_columns():
     ({"workload": {"kind": "random_ranges"}}, "queries must be an integer >= 1"),
     ({"workload": {"kind": "prefix", "queries": 5}}, "apply to random workloads only"),
     ({"workload": {"kind": "prefix", "clusters": 4}}, "apply to kmeans only"),
+    ({"workload": {"kind": "prefix", "order": 2}}, "order applies to marginals only"),
+    ({"workload": {"kind": "marginals"}}, "order must be an integer >= 0"),
+    ({"workload": {"kind": "marginals", "order": 1, "queries": 5}}, "apply to random workloads only"),
     ({"mechanisms": ["kmeans"]}, "kind 'kmeans' only"),
     ({"workload": {"kind": "kmeans"}}, "named 'kmeans'"),
     ({"workload": {"kind": "kmeans", "iterations": 0}, "mechanisms": ["kmeans"]}, "iterations must be an integer >= 1"),
@@ -363,7 +366,7 @@ def test_suite_files_report_toml_and_lookup_errors(tmp_path):
 
 
 def test_the_published_suites_are_all_here():
-    assert {"he14_fig1_kmeans", "he14_fig2_adult", "anuarbek_fig4", "dpbench_1d_prefix", "dpbench_2d_ranges"} <= set(SUITES)
+    assert {"he14_fig1_kmeans", "he14_fig2_adult", "anuarbek_fig4", "dpbench_1d_prefix", "dpbench_2d_ranges", "census_marginals"} <= set(SUITES)
 
 
 @pytest.mark.parametrize("name", SUITES)

@@ -308,3 +308,64 @@ def test_a_billion_cell_domain_is_planned_counted_and_released_without_its_grid(
     tracemalloc.stop()
     assert peak < 200 * 2**20  # far from the 8 GB of the grid
     assert "skipped on 1000000000 cells" in chosen["unbounded"].reason
+
+
+def test_marginal_workloads_by_spec():
+    from blowfish_te.errors import SpecError
+
+    built = wl.from_spec("marginals:2", (3, 2, 4))
+    assert isinstance(built, wl.Marginals) and built.subsets == ((0, 1), (0, 2), (1, 2))
+    assert wl.from_spec({"kind": "marginals", "order": 1}, (3, 2)).subsets == ((0,), (1,))
+    for bad, message in (("marginals", "order of the marginals"), ("marginals:x", "order of the marginals"),
+                         ({"kind": "marginals"}, "non-negative integer"), ("marginals:4", "at most the number of attributes")):
+        with pytest.raises(SpecError, match=message):
+            wl.from_spec(bad, (3, 2, 4))
+
+
+def test_the_census_histogram_counts_its_records():
+    from blowfish_te import datasets
+
+    x = datasets.load("census-6d")
+    assert x.shape == tuple(datasets.CENSUS_6D.values()) and x.sum() == 100_000
+    records = datasets.census_records(500, rng=4, attributes={"a": 3, "b": 2})
+    assert np.array_equal(datasets.census_histogram({"a": 3, "b": 2}, 500, rng=4),
+                          np.histogram2d(records["a"], records["b"], bins=[np.arange(4), np.arange(3)])[0])
+    assert datasets.census_records(5, rng=1).keys() == datasets.CENSUS_ATTRIBUTES.keys()
+
+
+@pytest.mark.parametrize("policy", [None, policies.unbounded((3, 2, 4)), policies.complete((3, 2, 4)),
+                                    policies.attribute((3, 2, 4))], ids=lambda p: "unit changes" if p is None else p.name)
+def test_the_svd_bound_of_marginals_from_the_algebra_equals_the_dense_one(policy):
+    from blowfish_te.bounds import lower_bound, marginal_lower_bound
+
+    for workload in (wl.all_marginals((3, 2, 4), 2), wl.marginals((3, 2, 4), [(0,), (1, 2), ()])):
+        dense = lower_bound(wl.from_matrix(workload.dense(), domain=(3, 2, 4)), 0.7, policy)
+        assert marginal_lower_bound(workload, 0.7, policy) == pytest.approx(dense, rel=1e-7)
+        assert lower_bound(workload, 0.7, policy) == pytest.approx(dense, rel=1e-7)
+        # no strategy beats the bound
+        best = plan(workload, policy or policies.unbounded((3, 2, 4)), 0.7, "marginals_optimized").chosen.expected_mse
+        assert best * workload.num_queries >= dense * (1 - 1e-9)
+    assert marginal_lower_bound(wl.all_marginals((3, 2, 4), 2), 0.7, policies.grid((3, 2, 4))) is None
+
+
+def test_the_cli_counts_only_the_marginals_a_plan_reads(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from blowfish_te import datasets
+    from blowfish_te.cli import main
+
+    records = datasets.census_records(3000, rng=2)
+    path = tmp_path / "census.csv"
+    np.savetxt(path, np.column_stack(list(records.values())), fmt="%d", delimiter=",", header=",".join(records), comments="")
+    args = ["run", str(path), "--workload", "marginals:2", "--policy", "unbounded", "--mechanism", "marginals", "--seed", "3", "--epsilon", "1",
+            "--output", str(tmp_path / "out.json")]
+    for name, size in datasets.CENSUS_ATTRIBUTES.items():  # a 10⁹-cell domain: its grid would take 8 GB
+        args += ["--column", name, "--lower", "0", "--upper", str(size - 1)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "3000 record(s): 3000 counted; 45 marginal(s) counted" in result.output
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["mechanism"] == "marginals" and len(out["answers"]) == wl.all_marginals(datasets.census_domain().shape, 2).num_queries
+    assert out["queries"][0].startswith("age=0 & sex=0 & race=0..4")

@@ -65,12 +65,18 @@ class QueryWorkload(Experiment):
     """A workload of :mod:`blowfish_te.workloads` answered by a registered mechanism through
     :func:`blowfish_te.answer`; a run measures the per-query MSE and the scaled L2 error."""
 
-    settings_keys = frozenset({"queries", "seed"})
+    settings_keys = frozenset({"queries", "seed", "order"})
     description = "random workloads"
 
     def settings(self, where, kind, work, merged):
         settings = {"kind": kind}
-        if wl.SPEC_KINDS[kind].random:
+        if wl.SPEC_KINDS[kind].order:
+            settings["order"] = integer(where, "order", work.get("order"), 0)
+            if "queries" in work or "seed" in work:
+                fail(where, f"queries and seed apply to random workloads only, not {kind!r}")
+        elif "order" in work:
+            fail(where, f"order applies to marginals only, not {kind!r}")
+        elif wl.SPEC_KINDS[kind].random:
             settings["queries"] = integer(where, "queries", merged.get("queries"), 1)
             settings["seed"] = integer(where, "seed", work.get("seed", 0), 0)
         elif "queries" in work or "seed" in work:

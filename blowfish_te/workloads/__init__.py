@@ -183,6 +183,8 @@ class _SpecKind:
     otherwise: str
     random: bool
     build: object
+    #: Kinds that take the order k of their marginals (``marginals:k``) instead of a query count.
+    order: bool = False
 
 
 #: The workload kinds :func:`from_spec` builds (the random ones take a query count).
@@ -193,6 +195,7 @@ SPEC_KINDS = {
     "random_ranges": _SpecKind(1, "use random_rects", True, lambda shape, count, seed: random_ranges(shape[0], count, rng=seed)),
     "random_rects": _SpecKind(2, "", True, lambda shape, count, seed: random_rects(shape, count, rng=seed)),
     "dpbench_ranges": _SpecKind(None, "", True, lambda shape, count, seed: dpbench_ranges(shape, count, rng=seed)),
+    "marginals": _SpecKind(None, "", False, lambda shape, order, seed: all_marginals(shape, order), order=True),
 }
 KINDS = tuple(SPEC_KINDS)
 
@@ -202,8 +205,9 @@ def from_spec(spec, shape, seed: int = 0) -> Workload:
 
     ``spec`` is a kind of :data:`KINDS` — ``"identity"``, ``"prefix"``, ``"all_ranges"`` (1-D),
     ``"random_ranges:M"`` (1-D), ``"random_rects:M"`` (2-D) or ``"dpbench_ranges:M"`` (DPBench's
-    random boxes, any dimension) with M queries drawn with ``seed`` —
-    or a mapping ``{"kind": ..., "queries": M, "seed": s}`` as in suite files. Raises
+    random boxes, any dimension) with M queries drawn with ``seed``, or ``"marginals:k"`` (every
+    k-way marginal) — or a mapping ``{"kind": ..., "queries": M, "seed": s}`` (``{"kind":
+    "marginals", "order": k}``) as in suite files. Raises
     :class:`SpecError` naming what is allowed.
 
     >>> from_spec("random_ranges:2000", 4096).shape
@@ -211,11 +215,20 @@ def from_spec(spec, shape, seed: int = 0) -> Workload:
     """
     if isinstance(spec, str):
         kind, colon, count = spec.partition(":")
+        if kind == "marginals":
+            if not (colon and count.isdigit()):
+                raise SpecError(f"workload {spec!r}: give the order of the marginals, e.g. marginals:2 (all 2-way marginals)")
+            return _built("marginals", shape, lambda s: all_marginals(s, int(count)))
         if colon and not (count.isdigit() and int(count) >= 1):
             raise SpecError(f"workload {spec!r}: give a positive number of queries, e.g. {kind}:1000")
         queries = int(count) if colon else None
     elif isinstance(spec, dict):
         kind, queries, seed = spec.get("kind"), spec.get("queries"), spec.get("seed", seed)
+        if kind == "marginals":
+            order = spec.get("order")
+            if isinstance(order, bool) or not isinstance(order, int) or order < 0:
+                raise SpecError(f"workload 'marginals': give its order as a non-negative integer, got {order!r}")
+            return _built("marginals", shape, lambda s: all_marginals(s, order))
     else:
         raise SpecError(f"workload spec must be a string such as 'prefix' or 'random_ranges:2000', or a mapping, got {type(spec).__name__}")
     family = SPEC_KINDS.get(kind) if isinstance(kind, str) else None
@@ -232,6 +245,14 @@ def from_spec(spec, shape, seed: int = 0) -> Workload:
         raise SpecError(f"workload {kind!r} needs a {family.ndim}-D domain, got shape {shape}"
                         + (f"; {family.otherwise}" if family.otherwise else ""))
     return family.build(shape, queries, seed)
+
+
+def _built(kind: str, shape, build) -> Workload:
+    """``build(shape)`` for a checked shape, its errors as :class:`SpecError`."""
+    try:
+        return build(check_shape(shape, "shape"))
+    except (TypeError, ValueError) as err:
+        raise SpecError(f"workload {kind!r}: {err}") from None
 
 
 def as_workload(workload, name: str = "workload") -> Workload:

@@ -75,6 +75,10 @@ REPORTS = {
                ("policy", "scale"), (("domain", "128x128"),)),
          Table("The same at 256 × 256", "scaled_l2", ("mechanism",), ("policy", "scale"), (("domain", "256x256"),))),
         "SF-CABS-E_128x128_scaled_l2_vs_scale", "scaled_l2"),
+    "census_marginals": Report(
+        (Table("Per-query MSE of all 2-way marginals of census-6d, mean of {trials} trials", "mse", ("mechanism", "policy"),
+               ("epsilon",)),),
+        "census-6d_mse_vs_epsilon", "mse"),
 }
 
 #: The tables of measured error on the mechanisms page: (suite, caption, filter).
