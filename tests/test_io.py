@@ -502,6 +502,10 @@ def test_marginal_counts_are_the_histograms_marginals_in_every_engine(spark, tmp
             others = tuple(a for a in range(3) if a not in subset)
             assert np.array_equal(result.counts.table(subset), full.sum(axis=others)), (engine, subset)
         assert "2 clamped" in result.summary() and "4 marginal(s)" in result.summary()
+        # marginals that leave some attribute out of every table, and no records at all
+        fewer = io.marginal_counts(source, domain, [(1,), ()], outside="clamp", engine=engine,
+                                   connection=spark if engine == "spark" else None)
+        assert np.array_equal(fewer.counts.table((1,)), full.sum(axis=(0, 2))) and fewer.counts.table(()) == 3000
         with pytest.raises(io.RecordError, match="no marginal was counted: column 'c': 1 below the domain.*1 above"):
             io.marginal_counts(source, domain, wanted, engine=engine, connection=spark if engine == "spark" else None)
 

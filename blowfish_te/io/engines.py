@@ -227,12 +227,12 @@ def _marginal_query(grid: Grid, dialect: Dialect, numeric: dict[str, bool], tabl
     d = len(grid.axes)
     counted = _query(grid, dialect, numeric, table, distinct=_few_values(grid))
     strides = np.cumprod((1,) + grid.shape[::-1])[:-1][::-1]
+    grouped = {a for s in subsets for a in s}  # a cell column in no marginal is in no grouping set
     status_key = " + ".join(f"CAST(coalesce(s{a}, 0) AS BIGINT) * {_STATUS_BASE**a}" for a in range(d))
-    cell_key = " + ".join(f"CAST(coalesce(c{a}, 0) AS BIGINT) * {int(strides[a])}" for a in range(d))
+    cell_key = " + ".join([f"CAST(coalesce(c{a}, 0) AS BIGINT) * {int(strides[a])}" for a in sorted(grouped)] or ["0"])
     sets = [f"({', '.join(f's{a}' for a in range(d))})"] + [f"({', '.join(f'c{a}' for a in s)})" for s in subsets]
     # the grouping id, bit 2d-1-j set when column j of s0.., c0.. is summed out: one grouping()
     # per column (Spark's grouping_id needs the grouping columns in their order of appearance)
-    grouped = {a for s in subsets for a in s}
     columns = [f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)]
     bits = [f"grouping({c}) * {1 << (2 * d - 1 - j)}" for j, c in enumerate(columns) if j < d or j - d in grouped]
     bits.append(str(sum(1 << (d - 1 - a) for a in range(d) if a not in grouped)))
@@ -396,51 +396,46 @@ def _unique_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return np.unique(np.stack(columns, axis=1), axis=0, return_counts=True)
 
 
-def memory_groups(source, grid: Grid, connection=None, progress=None):
-    """The same rules in numpy, for records already in memory."""
+def _binned(source, grid: Grid):
+    """(the source's columns, (status, cell) of every axis) for records in memory."""
     columns = _columns(source)
     _check_columns(list(columns), grid, "source")
     lengths = {len(columns[c]) for c in grid.columns}
     if len(lengths) > 1:
         raise ValueError(f"source: the domain's columns have different lengths {sorted(lengths)}")
-    binned = [axis.bin(columns[axis.column]) for axis in grid.axes]
+    return columns, [axis.bin(columns[axis.column]) for axis in grid.axes]
+
+
+def _memory_examples(columns, binned, grid: Grid):
+    def examples(a: int, codes: tuple[int, ...]) -> list:
+        values = columns[grid.axes[a].column][np.isin(binned[a][0], codes)]
+        return [None if v is None else str(v) for v in list(dict.fromkeys(values.tolist()))[:_EXAMPLES]]
+
+    return examples
+
+
+def memory_groups(source, grid: Grid, connection=None, progress=None):
+    """The same rules in numpy, for records already in memory."""
+    columns, binned = _binned(source, grid)
     stacked = [s.astype(np.int64) for s, _ in binned] + [c for _, c in binned]
     if len(stacked[0]) == 0:
         return np.zeros((0, 2 * len(grid.axes) + 1), dtype=np.int64), None
     keys, counts = _unique_rows(stacked)
-
-    def examples(a: int, codes: tuple[int, ...]) -> list:
-        values = columns[grid.axes[a].column][np.isin(binned[a][0], codes)]
-        return [None if v is None else str(v) for v in list(dict.fromkeys(values.tolist()))[:_EXAMPLES]]
-
-    return np.concatenate([keys, counts[:, None]], axis=1), examples
+    return np.concatenate([keys, counts[:, None]], axis=1), _memory_examples(columns, binned, grid)
 
 
 def memory_marginals(source, grid: Grid, subsets, connection=None, progress=None):
     """The account of the records and the marginals ``subsets``, in numpy."""
-    columns = _columns(source)
-    _check_columns(list(columns), grid, "source")
-    lengths = {len(columns[c]) for c in grid.columns}
-    if len(lengths) > 1:
-        raise ValueError(f"source: the domain's columns have different lengths {sorted(lengths)}")
-    binned = [axis.bin(columns[axis.column]) for axis in grid.axes]
-    d = len(grid.axes)
+    columns, binned = _binned(source, grid)
+    d, n = len(grid.axes), len(binned[0][1])
     tables = {}
     for subset in subsets:
         dims = tuple(grid.shape[a] for a in subset)
-        if lengths == {0}:
-            tables[subset] = np.zeros(dims, dtype=np.int64)
-            continue
-        flat = np.ravel_multi_index([binned[a][1] for a in subset], dims) if subset else np.zeros(len(binned[0][1]), dtype=np.int64)
+        flat = np.ravel_multi_index([binned[a][1] for a in subset], dims) if subset and n else np.zeros(n, dtype=np.int64)
         tables[subset] = np.bincount(flat, minlength=int(np.prod(dims))).astype(np.int64).reshape(dims)
-    if lengths == {0} or not binned[0][0].size:
+    if n == 0:
         groups = np.zeros((0, 2 * d + 1), dtype=np.int64)
     else:
         keys, counts = _unique_rows([s.astype(np.int64) for s, _ in binned])
         groups = np.column_stack([keys, np.zeros((keys.shape[0], d), dtype=np.int64), counts]).astype(np.int64)
-
-    def examples(a: int, codes: tuple[int, ...]) -> list:
-        values = columns[grid.axes[a].column][np.isin(binned[a][0], codes)]
-        return [None if v is None else str(v) for v in list(dict.fromkeys(values.tolist()))[:_EXAMPLES]]
-
-    return groups, tables, examples
+    return groups, tables, _memory_examples(columns, binned, grid)

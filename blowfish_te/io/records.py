@@ -152,26 +152,16 @@ def _account(groups: np.ndarray, examples, grid: Grid, outside: str, made: str =
 
 
 @dataclass(frozen=True)
-class MarginalCountsResult:
+class MarginalCountsResult(HistogramResult):
     """Marginal counts of the records (:class:`~blowfish_te.workloads.MarginalCounts`, what a
     plan that reads marginals only releases from) and the account of every record, as
     :class:`HistogramResult` gives it: ``rows`` = ``counted`` + ``clamped``, and every marginal
     counts all ``rows`` records."""
 
     counts: MarginalCounts
-    domain: Grid
-    rows: int
-    counted: int
-    below: int
-    above: int
-    engine: str
-
-    @property
-    def clamped(self) -> int:
-        return self.below + self.above
 
     def summary(self) -> str:
-        return HistogramResult.summary(self) + f"; {len(self.counts.subsets)} marginal(s) counted"
+        return super().summary() + f"; {len(self.counts.subsets)} marginal(s) counted"
 
 
 def marginal_counts(source=None, domain=None, marginals=None, *, sql: str | None = None, outside: str = "error",
@@ -200,8 +190,7 @@ def marginal_counts(source=None, domain=None, marginals=None, *, sql: str | None
     run = {"duckdb": duckdb_marginals, "spark": spark_marginals, "memory": memory_marginals}[engine]
     groups, tables, examples = run(source, grid, subsets, connection, progress)
     rows, below, above = _account(groups, examples, grid, outside, "no marginal was counted")
-    counts = MarginalCounts(grid.shape, {s: tables[s] for s in subsets}) if rows else MarginalCounts(
-        grid.shape, {s: np.zeros(tuple(grid.shape[a] for a in s), dtype=np.int64) for s in subsets})
+    counts = MarginalCounts(grid.shape, {s: tables[s] for s in subsets})
     return MarginalCountsResult(counts, grid, rows, rows - below - above, below, above, engine)
 
 

@@ -201,7 +201,6 @@ class MarginalStrategy(Workload):
         weights = np.asarray(weights, dtype=np.float64).reshape(-1)
         if len(set(subsets)) != len(subsets) or weights.shape != (len(subsets),) or not (weights > 0).all():
             raise ValueError("subsets must be distinct, with one positive weight each")
-        self.shape_of_domain = shape
         self.subsets = subsets
         self.weights = weights
         self.weights.flags.writeable = False
@@ -214,10 +213,10 @@ class MarginalStrategy(Workload):
 
     # -- the algebra -------------------------------------------------------------------------
     def _cells(self, subset) -> int:
-        return math.prod(self.shape_of_domain[a] for a in subset)
+        return math.prod(self.domain[a] for a in subset)
 
     def _rank(self, subset) -> int:
-        return math.prod(self.shape_of_domain[a] - 1 for a in subset)
+        return math.prod(self.domain[a] - 1 for a in subset)
 
     def _known(self, subset) -> bool:
         return any(set(subset) <= set(e) for e in self.exact)
@@ -263,14 +262,14 @@ class MarginalStrategy(Workload):
 
     def tables(self, x: np.ndarray) -> list[np.ndarray]:
         """The unweighted marginal tables M_S x of a histogram, one per measured set."""
-        return [marginal_table(x, self.shape_of_domain, s) for s in self.subsets]
+        return [marginal_table(x, self.domain, s) for s in self.subsets]
 
     def answer(self, workload_subsets, measured, known) -> np.ndarray:
         """Least-squares answers to the marginals ``workload_subsets`` (attribute tuples, each
         table raveled in its own attribute order, concatenated) from ``measured`` — the noisy
         tables y_S (already weighted: w_S M_S x + noise) in the order of :attr:`subsets` — and
         ``known``, the exact tables of :attr:`exact` in that order."""
-        shape = self.shape_of_domain
+        shape = self.domain
         components: dict[tuple[int, ...], np.ndarray] = {}
 
         def component(t):
@@ -313,13 +312,13 @@ class MarginalStrategy(Workload):
         x = np.asarray(x, dtype=np.float64)
         out = []
         for s, w in zip(self.subsets, self.weights):
-            cols = [marginal_table(x[:, c], self.shape_of_domain, s).reshape(-1) for c in range(x.shape[1])]
+            cols = [marginal_table(x[:, c], self.domain, s).reshape(-1) for c in range(x.shape[1])]
             out.append(w * np.stack(cols, axis=1))
         return np.concatenate(out, axis=0)
 
     def _rmatmat(self, y):
         y = np.asarray(y, dtype=np.float64)
-        shape = self.shape_of_domain
+        shape = self.domain
         full = tuple(range(len(shape)))
         out = np.zeros((self.size, y.shape[1]))
         start = 0
@@ -484,7 +483,7 @@ def _is_free(mask: int, free: int | None) -> bool:
     return free is not None and mask & ~free == 0
 
 
-def _exact_sets(workload_subsets, free: int | None, d: int) -> list[tuple[int, ...]]:
+def _exact_sets(workload_subsets, free: int | None) -> list[tuple[int, ...]]:
     """The parts of the workload's marginals on free attributes (known exactly), maximal ones."""
     if free is None:
         return []
@@ -492,7 +491,7 @@ def _exact_sets(workload_subsets, free: int | None, d: int) -> list[tuple[int, .
     return [p for p in parts if not any(set(p) < set(q) for q in parts)]
 
 
-def _measured_own(workload_subsets, free: int | None, d: int) -> list[tuple[int, ...]]:
+def _measured_own(workload_subsets, free: int | None) -> list[tuple[int, ...]]:
     """The workload's own marginals that carry noise (those not entirely on free attributes)."""
     seen: list[tuple[int, ...]] = []
     for r in workload_subsets:
@@ -504,11 +503,7 @@ def _measured_own(workload_subsets, free: int | None, d: int) -> list[tuple[int,
 def own_marginals(shape, workload_subsets, moves: Moves) -> MarginalStrategy:
     """The workload's own marginals, each with weight 1, those on free attributes known exactly."""
     shape = tuple(int(n) for n in shape)
-    d = len(shape)
-    free = moves.free_attributes(d)
+    free = moves.free_attributes(len(shape))
     workload_subsets = [tuple(sorted(r)) for r in workload_subsets]
-    measured = _measured_own(workload_subsets, free, d)
-    exact = _exact_sets(workload_subsets, free, d)
-    if not measured:
-        return MarginalStrategy(shape, [], [], exact)
-    return MarginalStrategy(shape, measured, [1.0] * len(measured), exact)
+    measured = _measured_own(workload_subsets, free)
+    return MarginalStrategy(shape, measured, [1.0] * len(measured), _exact_sets(workload_subsets, free))
