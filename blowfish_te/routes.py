@@ -44,9 +44,12 @@ __all__ = ["ROUTES", "Candidate", "ChoiceRoute", "ExactRoute", "NativeRoute", "O
 
 #: The routes a caller may request.
 ROUTES = ("auto", "transform", "exact")
-#: Above this many cells a transform (K-sized arrays, spanning trees) is not planned for a
-#: mechanism that can take the exact route without them (see ``handles_large_domain``).
+#: Above this many cells only mechanisms that need no array of the domain's size are planned
+#: where the domain is too large for a histogram (see ``handles_large_domain``).
 LARGE_DOMAIN_CELLS = 2**26
+#: Above this many cells a mechanism that plans without arrays of the domain's size (marginal
+#: strategies) is planned in its exact route only: a transform needs K-sized arrays and trees.
+STRUCTURED_CELLS = 2**16
 
 
 @dataclass(frozen=True)
@@ -216,7 +219,7 @@ class TransformRoute(Candidate):
         if request.route == "exact":
             return [], ""
         if (request.route == "auto" and request.tree is None and "exact" in mech.routes
-                and policy.size > LARGE_DOMAIN_CELLS and mech.handles_large_domain(workload)):
+                and policy.size > STRUCTURED_CELLS and mech.handles_large_domain(workload)):
             return [], ""  # the exact route needs no K-sized array; a transform would
         if mech.models_records and not policy.is_differential_privacy:
             works = ", ".join(sorted(name for name, cls in mech.registry().items() if not cls.models_records))

@@ -369,3 +369,14 @@ def test_the_cli_counts_only_the_marginals_a_plan_reads(tmp_path):
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["mechanism"] == "marginals" and len(out["answers"]) == wl.all_marginals(datasets.census_domain().shape, 2).num_queries
     assert out["queries"][0].startswith("age=0 & sex=0 & race=0..4")
+
+
+def test_auto_answers_marginals_of_a_large_grid_with_strategies_over_marginals():
+    shape = (50, 40, 30, 20)  # 1.2·10⁶ cells: strategies over cells would plan for minutes, for 10³ times the error
+    chosen = plan(wl.marginals(shape, [(0, 1), (2, 3)]), policies.attribute(shape), 1.0, "auto")
+    assert "skipped on 1200000 cells" in chosen.reason and "greedyh" in chosen.reason
+    assert {c.mechanism.name for c in chosen.considered} == {"laplace", "marginals", "marginals_optimized"}
+    assert all(c.route == "exact" for c in chosen.considered)
+    # each record moves in one attribute, so in one of the two marginals: Δ = 2, and the disclosed
+    # total makes least squares a little better than Laplace noise on the counts (2 (2/ε)² = 8)
+    assert chosen.chosen.expected_mse < 8.0

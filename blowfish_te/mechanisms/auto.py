@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from .. import trees
 from .._validation import check_real
-from ..routes import LARGE_DOMAIN_CELLS
-from ..workloads import Workload, as_workload
+from ..routes import LARGE_DOMAIN_CELLS, STRUCTURED_CELLS
+from ..workloads import Marginals, Workload, as_workload
 from .base import MECHANISMS, Mechanism, NativeMechanism, get_mechanism, mechanism_class
 
 
@@ -29,8 +29,12 @@ class Auto(Mechanism):
     strategy (``optimized``, see :class:`~blowfish_te.mechanisms.Optimized`) when its predicted
     optimisation time — a cost model of sizes, never a clock — is within ``budget`` seconds; a
     candidate that tunes its own plan (``ordered_hierarchical_tuned``) is held to the same budget.
-    On a domain too large for a histogram (over ``LARGE_DOMAIN_CELLS``) only mechanisms that
-    need no array of its size are compared (``handles_large_domain``). :func:`blowfish_te.plan`
+    On a domain too large for a histogram (over ``LARGE_DOMAIN_CELLS``), and for marginals over
+    more than ``STRUCTURED_CELLS`` (2¹⁶) cells, only mechanisms that need no array of its size are
+    compared (``handles_large_domain``): strategies over cells answer a marginal with error that
+    grows with the cells it sums, and their plans need work of the domain's size or of its edges'
+    (GreedyH asked for 23 GB under the attribute policy on a 1.2·10⁶-cell grid; the hierarchies
+    took 55–115 s, for 3,400–15,700 times the error of the marginal strategies). :func:`blowfish_te.plan`
     with route ``"auto"`` weighs every route of every candidate and keeps the lowest analytic
     expected error; the release names the mechanism that ran and why.
 
@@ -66,7 +70,7 @@ class Auto(Mechanism):
         joins when its predicted tuning time fits."""
         pairs, notes = [], []
         within = f"<= budget {self.budget:g} s"
-        large = workload.size > LARGE_DOMAIN_CELLS
+        large = workload.size > (STRUCTURED_CELLS if isinstance(workload, Marginals) else LARGE_DOMAIN_CELLS)
         too_large = []
         for name in self.compared():
             mech = get_mechanism(name)
@@ -82,7 +86,7 @@ class Auto(Mechanism):
             pairs.append((mech, route))
         if large:
             skipped = ", ".join(["optimized", *too_large])
-            return pairs, f"skipped on {workload.size} cells (they build arrays of the domain's size): {skipped}"
+            return pairs, f"skipped on {workload.size} cells (they work on arrays of the domain's size): {skipped}"
         optimizer = get_mechanism("optimized")
         exact = optimizer.predicted_seconds(workload, policy)
         transforms = 0.0
