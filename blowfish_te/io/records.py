@@ -97,6 +97,15 @@ def histogram(source=None, domain=None, *, sql: str | None = None, outside: str 
     byte-order mark at the start of a CSV file is not part of the first column's name. Histogram
     files follow the same rule (:func:`read_histogram`).
     """
+    source, grid, engine = _checked(source, domain, sql, outside, engine)
+    run = {"duckdb": duckdb_groups, "spark": spark_groups, "memory": memory_groups}[engine]
+    groups, examples = run(source, grid, connection, progress)
+    return _assemble(groups, examples, grid, outside, engine)
+
+
+def _checked(source, domain, sql, outside: str, engine: str | None):
+    """(the records — ``source``, or the query ``sql`` —, the domain's grid, the engine), checked
+    as :func:`histogram` and :func:`marginal_counts` take them."""
     if (source is None) == (sql is None):
         raise TypeError("give the records as source= or a SQL query as sql=, exactly one of them")
     if sql is not None:
@@ -106,10 +115,7 @@ def histogram(source=None, domain=None, *, sql: str | None = None, outside: str 
     grid = as_grid(domain)
     if outside not in OUTSIDE:
         raise ValueError(f"outside must be one of {OUTSIDE}, got {outside!r}")
-    engine = _engine_of(source, engine)
-    run = {"duckdb": duckdb_groups, "spark": spark_groups, "memory": memory_groups}[engine]
-    groups, examples = run(source, grid, connection, progress)
-    return _assemble(groups, examples, grid, outside, engine)
+    return source, grid, _engine_of(source, engine)
 
 
 def _assemble(groups: np.ndarray, examples, grid: Grid, outside: str, engine: str) -> HistogramResult:
@@ -176,17 +182,8 @@ def marginal_counts(source=None, domain=None, marginals=None, *, sql: str | None
     marginals only. The other arguments are those of :func:`histogram`. Only the counts leave
     the engine: at most Σ_S N_S rows for marginals of N_S cells.
     """
-    if (source is None) == (sql is None):
-        raise TypeError("give the records as source= or a SQL query as sql=, exactly one of them")
-    if sql is not None:
-        source = SqlQuery(sql)
-    if domain is None:
-        raise TypeError("domain is required: the axes the records are counted over (never read from the data)")
-    grid = as_grid(domain)
+    source, grid, engine = _checked(source, domain, sql, outside, engine)
     subsets = _marginal_axes(marginals, grid)
-    if outside not in OUTSIDE:
-        raise ValueError(f"outside must be one of {OUTSIDE}, got {outside!r}")
-    engine = _engine_of(source, engine)
     run = {"duckdb": duckdb_marginals, "spark": spark_marginals, "memory": memory_marginals}[engine]
     groups, tables, examples = run(source, grid, subsets, connection, progress)
     rows, below, above = _account(groups, examples, grid, outside, "no marginal was counted")
