@@ -119,6 +119,87 @@ def test_split_decisions_cost_at_most_their_epsilon_for_every_neighbour(shape, m
     assert 0.3 <= worst <= 1.0 + 1e-9
 
 
+def path_split_loss(shape, epsilon, monkeypatch) -> float:
+    """Exact loss of the tree that splits only the nodes holding cell 0, between x = c·e₀ and
+    x + e₀, worst over c: one count c on every node of the path, so the biased counts fall by δ
+    per level and the path crosses the threshold (the case that attains PrivTree's bound)."""
+    fanout, depth = 2 ** len(shape), int(np.log2(shape[0]))
+    script = [np.ones(1, dtype=bool)] + [np.arange(fanout) == 0] * (depth - 1) + [np.zeros(0, dtype=bool)]
+    delta, worst = privtree_scales(epsilon, fanout)[1], 0.0
+    for count in np.unique(np.round(np.linspace(0, (depth + 2) * delta, 40))).astype(np.int64):
+        x = np.zeros(shape, dtype=np.int64)
+        x.flat[0] = count
+        base = log_probability(x, epsilon, script, monkeypatch)
+        x.flat[0] += 1
+        worst = max(worst, abs(base - log_probability(x, epsilon, script, monkeypatch)))
+    return worst
+
+
+@pytest.mark.parametrize("shape", [(256,), (64, 64), (16, 16, 16)])
+def test_a_loaded_path_costs_most_of_epsilon_and_no_more(shape, monkeypatch):
+    """λ = (2β - 1)/((β - 1)ε) and δ = λ ln β for the fanout β = 2^axes: the loss of a deep path
+    stays within ε (less noise or less bias per level would pass it) and reaches most of it."""
+    for epsilon in (0.5, 2.0):
+        assert 0.6 * epsilon <= path_split_loss(shape, epsilon, monkeypatch) <= epsilon * (1 + 1e-9)
+
+
+def test_the_tree_stage_uses_the_fanout_of_its_grid(monkeypatch):
+    """Halving every axis gives 2^axes children: a 3-D tree is calibrated for fanout 8."""
+    scales = []
+
+    def record(biased, scale, threshold, gen):
+        scales.append(scale)
+        return np.zeros(biased.size, dtype=bool)
+
+    monkeypatch.setattr(privtree, "_split", record)
+    for shape in ((8,), (4, 4), (2, 2, 2)):
+        privtree_leaves(np.ones(shape), 0.5, np.random.default_rng(0))
+    fanouts = np.array([2, 4, 8])
+    assert np.allclose(scales, (2 * fanouts - 1) / ((fanouts - 1) * 0.5))
+
+
+def test_a_single_leaf_spreads_its_exact_noisy_count_evenly(monkeypatch):
+    """A root that does not split: every cell gets the noisy total over K, and with the secure
+    sampler that total is an integer (discrete Laplace on an integer count)."""
+    monkeypatch.setattr(privtree, "_split", lambda biased, scale, threshold, gen: np.zeros(biased.size, dtype=bool))
+    x = np.arange(32)
+    for _ in range(5):
+        answers = M.PrivTree(select=False).run(wl.identity(32), x, 1.0, rng=None)
+        total = answers.sum()
+        assert np.allclose(answers, answers[0]) and abs(total - round(total)) < 1e-9 and abs(total - x.sum()) < 60
+
+
+def test_the_grid_check_hands_the_rest_of_epsilon_to_its_choice(monkeypatch):
+    """On a grid (by default) the private check runs first: its route decides between the plain
+    release and the tree, each run at ε less what the check spent, with the caller's generator."""
+    calls = []
+
+    class Decision:
+        spent = 0.1
+
+    class Plain:
+        def run(self, workload, x, epsilon, gen):
+            calls.append(("plain", epsilon, gen))
+            return np.zeros(workload.shape[0])
+
+    def leaves(x, epsilon, gen, threshold):
+        calls.append(("tree", epsilon, threshold))
+        return np.zeros((1, x.ndim), dtype=np.int64), np.array([x.shape])
+
+    monkeypatch.setattr(privtree, "choose_for_ranges", lambda *args, **kwargs: Decision)
+    monkeypatch.setattr(privtree, "plain_strategy", lambda mechanism, workload: Plain())
+    monkeypatch.setattr(privtree, "privtree_leaves", leaves)
+    grid, line = wl.identity((4, 4)), wl.identity(16)
+    for Decision.route in ("plain", "partition"):
+        M.PrivTree().run(grid, np.ones(16), 0.8, rng=0)
+    M.PrivTree(tree_share=0.25, threshold=3.0).run(line, np.ones(16), 0.8, rng=0)  # no check on a line
+    M.PrivTree(select=False).run(grid, np.ones(16), 0.8, rng=0)
+    assert [c[0] for c in calls] == ["plain", "tree", "tree", "tree"]
+    assert calls[0][1] == pytest.approx(0.7) and isinstance(calls[0][2], np.random.Generator)
+    assert calls[1][1:] == (pytest.approx(0.35), 0.0) and calls[2][1:] == (pytest.approx(0.2), 3.0)
+    assert calls[3][1] == pytest.approx(0.4)
+
+
 @pytest.mark.parametrize("epsilon", [0.25, 3.0])
 @pytest.mark.parametrize("shape", [(8,), (3, 3)])
 def test_split_decisions_cost_their_epsilon_at_every_epsilon(shape, epsilon, monkeypatch):
@@ -215,7 +296,8 @@ def test_the_private_check_and_leaves_cost_at_most_epsilon(monkeypatch):
     monkeypatch.setattr(privtree, "_split", lambda biased, scale, threshold, gen: np.arange(biased.size) % 2 == 0)
     for scale in (1, 400):  # the partition (counts 0-1), then the plain fallback (counts up to 800)
         x = np.random.default_rng(scale).integers(0, 2 * scale, 36)
-        assert _worst_replayed_cost(monkeypatch, mech, workload, x, epsilon, (privtree, selection, base_module)) <= epsilon + 1e-9
+        cost = _worst_replayed_cost(monkeypatch, mech, workload, x, epsilon, (privtree, selection, base_module))
+        assert 0.6 * epsilon - 1e-9 <= cost <= epsilon + 1e-9  # the leaves or the fallback spend all that is left
 
 
 def test_split_decisions_follow_the_laplace_tail():
@@ -262,10 +344,13 @@ def test_privtree_runs_on_any_policy_and_refuses_bad_parameters():
     rects = wl.random_rects((8, 8), 20, rng=0)
     assert np.allclose(bt.answer(rects, grid, policies.grid((8, 8)), 1e6, "privtree", rng=0, tree="bfs").answers,
                        rects.matvec(grid), atol=20)
-    with pytest.raises(ValueError, match="tree_share"):
-        M.PrivTree(tree_share=1.0)
-    with pytest.raises(TypeError, match="threshold"):
+    for share in (0.0, 1.0):
+        with pytest.raises(ValueError, match="^tree_share must be"):
+            M.PrivTree(tree_share=share)
+    with pytest.raises(TypeError, match="^threshold must be"):
         M.PrivTree(threshold="high")
+    with pytest.raises(TypeError, match="^select must be True or False"):
+        M.PrivTree(select="yes")
     assert not bt.answer(w, x, policies.unbounded(64), 1.0, "privtree").secure  # floating-point split decisions
 
 

@@ -1,5 +1,6 @@
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from blowfish_te import Mechanism, answer, policies, transform
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import DirectLaplace, Identity, get_mechanism
 
-from conftest import laplace_mse_sd
+from conftest import Replay, laplace_mse_sd
 
 X64 = np.random.default_rng(0).integers(0, 50, 64)
 
@@ -21,18 +22,18 @@ def _monte_carlo(w, x, policy, epsilon, mechanism, trials, route="auto"):
     )
 
 
-@pytest.mark.parametrize("build, spec_mse", [
+@pytest.mark.parametrize("build, closed_form_mse", [
     (wl.prefix, lambda k: 2 * (k - 1) / k),
     (wl.all_ranges, lambda k: 4 - 8 / (k + 1)),
 ])
-def test_transformed_laplace_error_matches_spec_and_monte_carlo(build, spec_mse):
-    """Acceptance: identity under line(k) has per-query MSE 2/ε²·(k-1)/k on prefixes and
+def test_transformed_laplace_error_matches_its_closed_form_and_monte_carlo(build, closed_form_mse):
+    """Identity under line(k) has per-query MSE 2/ε²·(k-1)/k on prefixes and
     (4 - 8/(k+1))/ε² on all ranges, analytically and by a seeded Monte-Carlo test whose
     tolerance is 4 standard errors of the mean, from the exact variance of a Laplace quadratic form."""
     k, epsilon, trials = 64, 0.5, 400
     w, policy = build(k), policies.line(k)
     release = answer(w, X64, policy, epsilon, "identity", rng=0)
-    assert release.expected_mse == pytest.approx(spec_mse(k) / epsilon**2, rel=1e-12)
+    assert release.expected_mse == pytest.approx(closed_form_mse(k) / epsilon**2, rel=1e-12)
     mse = _monte_carlo(w, X64, policy, epsilon, "identity", trials)
     w_g = transform(policy).workload(w).dense()
     sd = laplace_mse_sd(w_g.T @ w_g, 1 / epsilon, w.num_queries)
@@ -40,7 +41,7 @@ def test_transformed_laplace_error_matches_spec_and_monte_carlo(build, spec_mse)
     assert abs(mse.mean() - release.expected_mse) < 4 * sd / math.sqrt(trials)
 
 
-def test_spec_reference_values_for_other_routes():
+def test_reference_values_for_other_routes():
     k, eps = 256, 1.0
     x = np.zeros(k, dtype=int)
     dp = answer(wl.all_ranges(k), x, policies.unbounded(k), eps, "identity", rng=0)
@@ -269,3 +270,117 @@ def test_unbounded_dp_plans_one_route_with_the_error_of_both():
         assert [c.route for c in auto.considered] == ["exact"]
         forced = bt.plan(w, policy, 1.0, mechanism, route="transform").chosen
         assert forced.expected_mse == pytest.approx(auto.chosen.expected_mse, rel=1e-9)
+
+
+# -- releases under public count constraints ---------------------------------------------------
+def _constrained_prefix_case():
+    """prefix(16) under line(16) with the public count of cells 0..7 (16 records in all, 7 in it)."""
+    from blowfish_te import constraints
+
+    k = 16
+    x = np.bincount([0, 0, 1, 2, 3, 5, 7, 8, 8, 9, 11, 12, 12, 13, 15, 15], minlength=k)
+    return wl.prefix(k), x, policies.line(k), constraints.rectangles(k, [0], [7])
+
+
+@pytest.mark.parametrize("moves, per_move", [("edges", 1), ("any", 15)])
+def test_constrained_release_draws_laplace_at_moves_times_the_largest_change_per_move(moves, per_move):
+    """Under the constraint, two records move at most (ξ = 2). Along line edges a move changes one
+    prefix by 1; moving any record anywhere changes up to 15 prefixes (cell 0 to cell 15). The
+    noise drawn, the reported scale and the public count follow, at every ε."""
+    w, x, policy, q = _constrained_prefix_case()
+    for eps, seed in [(0.25, 1), (1.0, 2), (4.0, 3)]:
+        release = answer(w, x, policy, eps, "laplace", rng=seed, constraints=q, moves=moves)
+        assert release.route == "constrained" and release.epsilon == eps and not release.secure
+        assert release.sensitivity == 2 * per_move
+        assert release.noise_scale == pytest.approx(2 * per_move / eps, rel=1e-12)
+        drawn = release.unconstrained_answers - w @ x
+        assert np.allclose(drawn, np.random.default_rng(seed).laplace(0.0, 2 * per_move / eps, 16), rtol=0, atol=1e-9)
+        assert release.public_counts == {"[0..7]": 7}
+        assert release.answers[7] == pytest.approx(7, abs=1e-4)  # the prefix of x̂ over cells 0..7 fits the public count
+
+
+def test_constrained_release_defaults_to_any_moves_in_answer_and_plan():
+    w, x, policy, q = _constrained_prefix_case()
+    default = answer(w, x, policy, 0.5, "laplace", rng=0, constraints=q)
+    explicit = answer(w, x, policy, 0.5, "laplace", rng=0, constraints=q, moves="any")
+    assert default.sensitivity == explicit.sensitivity == 30 and default.noise_scale == 60
+    assert np.array_equal(default.answers, explicit.answers)
+    planned = bt.plan(w, policy, 0.5, "laplace", constraints=q)
+    assert planned.chosen.route == "constrained" and planned.chosen.sensitivity == 30
+    assert "moves='any'" in planned.summary()
+    edges = bt.plan(w, policy, 0.5, "laplace", constraints=q, moves="edges")
+    assert edges.chosen.sensitivity == 2 and "moves='edges'" in edges.summary()
+
+
+def test_constrained_release_privacy_cost_replayed_on_neighbours(monkeypatch):
+    """Replaying the drawn noise on a neighbour costs ‖A x − A x'‖₁ / scale, within ε: one record
+    moved along an edge (both readings), and two records moved off the edges keeping the public
+    count (cells 0 → 15 and 8 → 7, 14 prefixes change) under moves='any'."""
+    import blowfish_te.constraints.inference as inference
+
+    w, x, policy, q = _constrained_prefix_case()
+    along_edge = x.copy()
+    along_edge[[3, 4]] += [-1, 1]
+    off_edges = x.copy()
+    off_edges[[0, 15, 8, 7]] += [-1, 1, -1, 1]
+    assert q.evaluate(along_edge).tolist() == q.evaluate(off_edges).tolist() == q.evaluate(x).tolist()
+    cases = [("edges", along_edge, 1 / 2), ("any", along_edge, 1 / 30), ("any", off_edges, 14 / 30)]
+    for eps in (0.5, 2.0):
+        for moves, neighbour, fraction in cases:
+            replay = Replay()
+            monkeypatch.setattr(inference, "add_laplace", replay)
+            the_plan = bt.plan(w, policy, eps, "laplace", constraints=q, moves=moves)
+            first = the_plan.release(x, rng=7)
+            replay.replay()
+            second = the_plan.release(neighbour, rng=8)
+            assert np.array_equal(first.unconstrained_answers, second.unconstrained_answers)
+            assert replay.scales == [the_plan.chosen.sensitivity / eps] == [first.noise_scale]
+            assert replay.cost == pytest.approx(fraction * eps, rel=1e-12) and replay.cost <= eps
+
+
+def test_constrained_release_on_the_secure_path():
+    w, x, policy, q = _constrained_prefix_case()
+    release = answer(w, x, policy, 1.0, "laplace", constraints=q, moves="edges")
+    assert release.secure and release.route == "constrained" and release.noise_scale == 2
+    assert release.public_counts == {"[0..7]": 7}
+
+
+@pytest.mark.parametrize("route, tree", [("exact", None), ("transform", None), ("auto", "stars")])
+def test_constraints_need_the_auto_route_without_a_tree(route, tree):
+    w, x, policy, q = _constrained_prefix_case()
+    words = "a release under constraints measures the strategy on x itself: leave route='auto' and tree=None"
+    with pytest.raises(ValueError, match="^" + re.escape(words) + "$"):
+        answer(w, x, policy, 1.0, "laplace", rng=0, route=route, tree=tree, constraints=q)
+    with pytest.raises(ValueError, match="^" + re.escape(words) + "$"):
+        bt.plan(w, policy, 1.0, "laplace", route=route, tree=tree, constraints=q)
+
+
+def test_make_plan_has_the_defaults_of_plan():
+    from blowfish_te.release import make_plan
+
+    w, x, policy, q = _constrained_prefix_case()
+    plain = make_plan(w, policy, 0.5)
+    assert plain.chosen.mechanism.name == "identity" and plain.chosen.label == bt.plan(w, policy, 0.5).chosen.label
+    constrained = make_plan(w, policy, 0.5, constraints=q)
+    assert constrained.chosen.mechanism.name == "identity" and constrained.chosen.route == "constrained"
+    assert constrained.summary() == bt.plan(w, policy, 0.5, constraints=q).summary()
+    assert make_plan(w, policy, 0.5, "laplace", constraints=q).chosen.sensitivity == 30  # moves='any'
+
+
+def test_a_parallel_part_fits_only_the_public_counts_of_its_own_records():
+    """Scoped constraints: the north part's release fits the count scoped to its records and
+    ignores the south's; each part is calibrated to every constraint."""
+    from blowfish_te import constraints
+
+    k, north, south = 8, {0, 1, 2}, {3, 4, 5}
+    q = constraints.count_queries(k, [[0, 1], [5]], names=["n-low", "s-high"], scopes=[north, south])
+    acct = bt.BudgetAccountant(1.0, policies.line(k), constraints=q)
+    group = acct.parallel({"north": north, "south": south})
+    x = np.bincount([0, 1, 6], minlength=k)
+    release = group.answer("north", wl.identity(k), x, 0.5, rng=0)
+    assert release.route == "constrained" and release.public_counts == {"n-low": 2}
+    assert release.answers[:2].sum() == pytest.approx(2, abs=1e-4)
+    assert not np.allclose(release.answers, release.unconstrained_answers)
+    drawn = release.unconstrained_answers - x
+    assert np.allclose(drawn, np.random.default_rng(0).laplace(0.0, release.noise_scale, k), rtol=0, atol=1e-9)
+    assert release.noise_scale == release.sensitivity / 0.5 and acct.spent == 0.5

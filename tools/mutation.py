@@ -93,6 +93,10 @@ def main() -> int:
             sys.stderr.write(run.stdout[-4000:] + run.stderr[-4000:])
             return run.returncode
         statuses = _statuses(scratch)
+        if statuses and all(s == "not checked" for s in statuses.values()):
+            sys.stderr.write(f"error: no test in {', '.join(listed[module])} calls {module}; list the test files that "
+                             "exercise it in [tool.blowfish_te.mutation.tests]\n")
+            return 2
     finally:
         if args.keep:
             print(f"scratch copy: {scratch}")
