@@ -42,22 +42,45 @@ def test_cells_find_their_interval_of_a_cut(side, parts):
     assert np.array_equal(found, expected) and np.all(np.diff(cuts) > 0)
 
 
-@pytest.mark.parametrize("mech", [M.UGrid(c=1.0), M.AGrid(c=1.0), M.UGrid(total=50.0), M.AGrid(total=50.0, alpha=0.3),
-                                  M.UGrid(c=100.0), M.UGrid(c=100.0, select=False)], ids=repr)
-def test_grid_mechanisms_cost_at_most_epsilon_for_every_neighbour(mech, monkeypatch):
+class DeclaredReplay(Replay):
+    """:class:`Replay` that also keeps what each draw declares to :func:`add_laplace`: the
+    sensitivity (which must bound the shift a neighbour causes) and the ε it buys, sensitivity / scale."""
+
+    def __init__(self):
+        super().__init__()
+        self.declared, self.shifts = [], []
+
+    def __call__(self, values, scale, rng, *, sensitivity, integer):
+        if not self.replaying:
+            self.declared.append((sensitivity, scale))
+        else:
+            shift = float(np.abs(np.asarray(values, dtype=np.float64) - self.inputs_replay[len(self.inputs)]).sum())
+            self.shifts.append((shift, sensitivity))
+        return super().__call__(values, scale, rng, sensitivity=sensitivity, integer=integer)
+
+
+GRID_MECHANISMS = [("UGrid", {"c": 1.0}), ("AGrid", {"c": 1.0}), ("UGrid", {"total": 50.0}), ("AGrid", {"total": 50.0, "alpha": 0.3}),
+                   ("UGrid", {"c": 100.0}), ("UGrid", {"c": 100.0, "select": False}), ("UGrid", {"c": 0.5, "total_share": 0.2}),
+                   ("AGrid", {"c": 1.0, "select": False})]
+
+
+@pytest.mark.parametrize("name, kwargs", GRID_MECHANISMS, ids=lambda v: str(v))
+def test_grid_mechanisms_cost_at_most_epsilon_for_every_neighbour(name, kwargs, monkeypatch):
     """Every unbounded neighbour (one record added at any cell) of a few 6 × 6 grids: every
     Laplace draw replayed — the record total, the private check's features (UGrid's bias probe
-    at c = 100, where blocks have several cells), the grids or the plain fallback."""
+    at c = 100, where blocks have several cells), the grids or the plain fallback. Each draw's
+    declared sensitivity bounds the shift, and the ε the draws declare adds up to ε exactly."""
     import blowfish_te.mechanisms.base as base_module
     import blowfish_te.mechanisms.spatial as spatial
     import blowfish_te.selection as selection
 
+    mech = getattr(M, name)(**kwargs)  # built here, so a changed constructor shows in this test
     epsilon = 0.8
     workload = wl.random_rects((6, 6), 10, rng=0)
     for seed in range(3):
         x = np.random.default_rng(seed).integers(0, 20, (6, 6)).ravel()
         for cell in range(x.size):
-            replay = Replay()
+            replay = DeclaredReplay()
             monkeypatch.setattr(spatial, "add_laplace", replay)
             monkeypatch.setattr(selection, "add_laplace", replay)
             monkeypatch.setattr(base_module, "add_laplace", replay)  # the plain fallback's Laplace
@@ -68,6 +91,8 @@ def test_grid_mechanisms_cost_at_most_epsilon_for_every_neighbour(mech, monkeypa
             second = mech.run(workload, neighbour, epsilon, rng=seed)
             assert np.allclose(first, second)  # identical outputs under the shifted noise
             assert replay.cost <= epsilon + 1e-9
+            assert all(shift <= sensitivity + 1e-9 for shift, sensitivity in replay.shifts)
+            assert np.isclose(sum(sensitivity / scale for sensitivity, scale in replay.declared), epsilon)
 
 
 class ShiftedNoise:
@@ -161,3 +186,246 @@ def test_grid_accuracy_on_sf_cabs_e():
     for name, bound in (("agrid", 175), ("dawa", 300)):
         mse = np.mean([np.mean((bt.answer(w, x, policy, 0.1, name, rng=s).answers - truth) ** 2) for s in range(10)])
         assert mse**0.5 <= min(bound, hb), name
+
+
+def test_hilbert_order_on_small_grids_is_the_classic_curve():
+    """The classic curve (Wikipedia's d → (x, y), x the row): 2 × 2 is visited (0,0), (0,1),
+    (1,1), (1,0); on 4 × 4 each cell holds the step at which it is visited; on 2 × 3 it is the
+    4 × 4 curve with the cells outside the grid skipped."""
+    assert hilbert_order((1, 1)).tolist() == [0]
+    assert hilbert_order((2, 2)).tolist() == [0, 1, 3, 2]
+    steps = np.array([[0, 3, 4, 5],
+                      [1, 2, 7, 6],
+                      [14, 13, 8, 9],
+                      [15, 12, 11, 10]])
+    assert np.array_equal(np.argsort(hilbert_order((4, 4))).reshape(4, 4), steps)
+    assert hilbert_order((2, 3)).tolist() == [0, 3, 4, 1, 2, 5]
+
+
+def test_grid_mechanisms_check_their_arguments():
+    assert M.UGrid(c=0.5).c == 0.5 and M.AGrid(c=0.5).c == 0.5  # any c > 0, also below 1
+    assert M.AGrid().alpha == 0.5
+    for cls in (M.UGrid, M.AGrid):
+        for c in (0, -1.0):
+            with pytest.raises(ValueError, match="^c must be > 0"):
+                cls(c=c)
+        with pytest.raises(TypeError, match="^select must be True or False"):
+            cls(select=1)
+        assert cls(select=np.bool_(False)).select is False
+    for alpha in (0, -0.5):
+        with pytest.raises(ValueError, match="^alpha must be > 0"):
+            M.AGrid(alpha=alpha)
+    with pytest.raises(ValueError, match=r"^alpha must be in \(0, 1\)"):
+        M.AGrid(alpha=1.0)
+    x = np.ones(64)
+    for mech in (M.UGrid(), M.AGrid()):
+        with pytest.raises(ValueError, match=rf"^{mech.name} partitions a 2-D grid of counts, got domain \(64,\); it runs under "
+                                             "unbounded DP on the grid itself"):
+            mech.run(wl.prefix(64), x, 1.0, rng=0)
+
+
+class Spy:
+    """Wraps add_laplace: records each draw's (count, scale) and draws the noise as usual."""
+
+    def __init__(self):
+        from blowfish_te.noise import add_laplace
+
+        self.real, self.draws = add_laplace, []
+
+    def __call__(self, values, scale, gen, *, sensitivity, integer):
+        self.draws.append((np.size(values), scale))
+        return self.real(values, scale, gen, sensitivity=sensitivity, integer=integer)
+
+
+@pytest.mark.parametrize("name, kwargs, x, grid_draws", [
+    # UGrid: one 8 × 8 block, a million records in one cell: its bias is far too large, the plain release runs
+    ("UGrid", {"c": 1e6, "total": 1e6}, np.eye(1, 64, 9).ravel() * 10**6, 1),
+    # UGrid: blocks of 2 × 2
+    ("UGrid", {"c": 100.0, "total": 16 * 64, "select": False}, np.full(64, 16), 1),
+    # AGrid: both levels; and on uneven dense data its check picks the plain release
+    ("AGrid", {"total": 16 * 64, "select": False}, np.full(64, 16), 2),
+    ("AGrid", {}, np.random.default_rng(0).integers(0, 2000, 64), 0),
+], ids=["ugrid-plain", "ugrid-blocks", "agrid-levels", "agrid-plain"])
+def test_grid_mechanisms_draw_all_noise_from_the_seed(name, kwargs, x, grid_draws, monkeypatch):
+    """Same seed, same release, on every path (the grids and the plain fallback); another seed, other noise."""
+    import blowfish_te.mechanisms.spatial as spatial
+
+    mech, workload = getattr(M, name)(**kwargs), wl.random_rects((8, 8), 20, rng=0)
+
+    spy = Spy()
+    monkeypatch.setattr(spatial, "add_laplace", spy)
+    first = mech.run(workload, x, 1.0, rng=7)
+    assert len(spy.draws) == grid_draws  # the path the case is meant to take
+    assert np.array_equal(mech.run(workload, x, 1.0, rng=7), first)
+    assert np.array_equal(mech.run(workload, x, 1.0, rng=np.random.default_rng(7)), first)
+    assert not np.array_equal(mech.run(workload, x, 1.0, rng=8), first)
+
+
+def _draws_match(draws, expected):
+    return [n for n, _ in draws] == [n for n, _ in expected] and np.allclose([s for _, s in draws], [s for _, s in expected])
+
+
+@pytest.mark.parametrize("epsilon, draws", [(1.3, [(4096, 1 / 1.3)]),
+                                            (0.6, [(1, 2 / (0.05 * 0.6)), (1024, 1 / (0.95 * 0.6))])])
+def test_ugrid_by_default_probes_the_blocks_bias_only_when_blocks_have_several_cells(epsilon, draws, monkeypatch):
+    """UGrid() on 64² cells of 2 records (N = 8192, public), c = 10: K/M = K c/(N ε) = 5/ε. At
+    ε = 1.3 that is 3.85, blocks of one cell: no probe, all of ε on the cells. At ε = 0.6 it is
+    8.3, blocks of 2 × 2: the bias probe at 5 % of ε (Laplace(L/(0.05 ε)), L = 2 maxᵢ‖W eᵢ‖₂ = 2
+    for the identity), then the 32² blocks at the other 95 % (an even grid's blocks have no bias,
+    so they pay) — and, without noise, the even data come back exactly."""
+    import blowfish_te.mechanisms.spatial as spatial
+
+    x = np.full(64 * 64, 2)
+    noise = ShiftedNoise(0.0, 0.0)
+    monkeypatch.setattr(spatial, "add_laplace", noise)
+    out = M.UGrid(total=float(x.sum())).run(wl.identity((64, 64)), x, epsilon, rng=0)
+    assert _draws_match(noise.draws, draws), noise.draws
+    assert np.allclose(out, x)
+
+
+@pytest.mark.parametrize("epsilon, c", [(10.0, 120.0), (2.0, 24.0)])
+def test_ugrid_keeps_its_blocks_while_their_bias_and_noise_beat_identity(epsilon, c, monkeypatch):
+    """6 × 6 cells of 2 records (N = 72, public), N ε/c = 6 blocks wanted: 2 × 2 blocks, nine of
+    them. With the probe's noisy bias b (the data are even, so b is the noise alone) and ε' = 0.95 ε
+    left, the blocks' error b² + 2/ε'² Σ_blocks 1/|block| = b² + 2/ε'² · 9/4 is set against
+    Identity's 2/ε'² · 36: the blocks run for b up to √(2 · (36 - 9/4))/ε' (0.86 at ε = 10, 4.3
+    at ε = 2) and the plain release (Identity) beyond it."""
+    import blowfish_te.mechanisms.spatial as spatial
+
+    x = np.full(36, 2)
+    eps_left = 0.95 * epsilon
+    limit = np.sqrt(2 * (36 - 9 / 4)) / eps_left
+    for factor, blocks in ((0.99, True), (1.01, False), (-3.0, True)):
+        noise = ShiftedNoise(factor * limit, 0.0)
+        monkeypatch.setattr(spatial, "add_laplace", noise)
+        out = M.UGrid(c=c, total=72.0).run(wl.identity((6, 6)), x, epsilon, rng=0)
+        assert noise.draws[0] == (1, pytest.approx(2 / (0.05 * epsilon)))  # the probe
+        if blocks:
+            assert _draws_match(noise.draws[1:], [(9, 1 / eps_left)])
+            assert np.allclose(out, x)
+        else:
+            assert len(noise.draws) == 1  # Identity's own Laplace(1/ε') per cell instead
+            assert np.all(np.abs(out - x) < 40 / eps_left) and not np.allclose(out, x)
+
+
+def test_ugrid_cuts_a_rectangular_grid_into_square_blocks(monkeypatch):
+    """4 × 9 cells, N = 10 (public), ε = 1, c = 10: one block wanted, of ⌊√36⌋ = 6 cells a side,
+    cut short by the grid: columns 0-5 (24 cells, 6 records) and 6-8 (12 cells, 4 records)."""
+    import blowfish_te.mechanisms.spatial as spatial
+
+    x = np.zeros((4, 9), dtype=int)
+    x[0, 0], x[3, 2], x[1, 7] = 4, 2, 4
+    noise = ShiftedNoise(0.0)
+    monkeypatch.setattr(spatial, "add_laplace", noise)
+    out = M.UGrid(total=10.0, select=False).run(wl.identity((4, 9)), x.ravel(), 1.0, rng=0).reshape(4, 9)
+    assert noise.draws == [(2, 1.0)]
+    assert np.allclose(out[:, :6], 6 / 24) and np.allclose(out[:, 6:], 4 / 12)
+
+
+def test_ugrid_takes_one_block_when_no_block_is_wanted(monkeypatch):
+    """N ε/c below the smallest double (N = 1, ε = 10⁻³⁰, c = 10³⁰⁰): the whole 3 × 5 grid is one block."""
+    import blowfish_te.mechanisms.spatial as spatial
+
+    noise = ShiftedNoise(0.0)
+    monkeypatch.setattr(spatial, "add_laplace", noise)
+    out = M.UGrid(c=1e300, total=1.0, select=False).run(wl.identity((3, 5)), np.arange(15), 1e-30, rng=0)
+    assert _draws_match(noise.draws, [(1, 1e30)])
+    assert np.allclose(out, 7.0)
+
+
+@pytest.mark.parametrize("kwargs, coarse", [({}, 12 * 12), ({"c": 20.0}, 10 * 10)])
+def test_agrid_coarse_grid_follows_c(kwargs, coarse, monkeypatch):
+    """N = 21160 (public), ε = 1 on 12 × 12 cells: m₁ = max(10, ⌈√(N ε/c)/4⌉) is ⌈46/4⌉ = 12 at
+    the default c = 10 and max(10, ⌈32.5/4⌉) = 10 at c = 20; α = 1/2 by default, both levels at
+    Laplace(1/(ε/2))."""
+    import blowfish_te.mechanisms.spatial as spatial
+
+    x = np.full(144, 147)
+    noise = ShiftedNoise(0.0, 0.0)
+    monkeypatch.setattr(spatial, "add_laplace", noise)
+    out = M.AGrid(total=21160.0, select=False, **kwargs).run(wl.identity((12, 12)), x, 1.0, rng=0)
+    assert noise.draws[0] == (coarse, 2.0) and noise.draws[1][1] == 2.0
+    assert np.allclose(out, x)
+
+
+def test_agrid_cuts_each_coarse_block_by_its_own_count(monkeypatch):
+    """40 × 40 cells, N = 14 (public), ε = 20, α = 1/2, c = 10: 10 × 10 coarse blocks of 4 × 4
+    cells; a block of N' records is cut into m₂ = ⌈√(N' · 10 / 5)⌉ parts a side (at most 4): 1
+    for the 97 empty blocks, 2 for 2 records, 3 for 4 (cuts 0, 1, 3, 4) and 4 for 8 — 126 fine
+    blocks. Without noise each fine block's count is spread over its cells."""
+    import blowfish_te.mechanisms.spatial as spatial
+
+    x = np.zeros((40, 40))
+    x[0, 4], x[1, 9], x[3, 15] = 2, 4, 8
+    noise = ShiftedNoise(0.0, 0.0)
+    monkeypatch.setattr(spatial, "add_laplace", noise)
+    out = M.AGrid(c=10, alpha=0.5, total=14.0, select=False).run(wl.identity((40, 40)), x.ravel(), 20.0, rng=0)
+    assert _draws_match(noise.draws, [(100, 0.1), (126, 0.1)])
+    expected = np.zeros((40, 40))
+    expected[0:2, 4:6] = 0.5  # the top-left of 2 × 2 parts of block (0, 1)
+    expected[1:3, 9:11] = 1.0  # the middle part of block (0, 2), cut at 1 and 3
+    expected[3, 15] = 8.0  # single cells in block (0, 3)
+    assert np.allclose(out.reshape(40, 40), expected)
+
+
+def test_agrid_at_a_huge_epsilon_returns_the_data():
+    """At ε = 10⁴⁰ both levels are single cells (the fine parts capped by the grid) and the noise vanishes."""
+    x = np.random.default_rng(0).integers(1, 50, 144)
+    out = M.AGrid(total=float(x.sum()), select=False).run(wl.identity((12, 12)), x, 1e40, rng=0)
+    assert np.allclose(out, x, rtol=0, atol=1e-9)
+
+
+def test_agrid_check_reads_the_total_and_the_levels_split_what_it_leaves(monkeypatch):
+    """AGrid() checks by default: on even 16 × 16 data (N public) DAWA's cost is a twelfth of K/ε,
+    below 0.15, so both levels run. The check buys the cost only (one draw: it reuses the total),
+    and the levels share the rest of ε, α and 1 - α of it."""
+    import blowfish_te.mechanisms.spatial as spatial
+    import blowfish_te.selection as selection
+
+    x, epsilon, alpha = np.full(256, 16), 1.0, 0.3
+    check, levels = ShiftedNoise(0.0), ShiftedNoise(0.0, 0.0)
+    monkeypatch.setattr(selection, "add_laplace", check)
+    monkeypatch.setattr(spatial, "add_laplace", levels)
+    out = M.AGrid(total=float(x.sum()), alpha=alpha).run(wl.identity((16, 16)), x, epsilon, rng=0)
+    assert len(check.draws) == 1 and check.draws[0][0] == 1
+    spent = 1.0 / check.draws[0][1]  # the cost's sensitivity is 1
+    assert 0 < spent < 0.05 * epsilon
+    assert len(levels.draws) == 2
+    assert np.isclose(levels.draws[0][1], 1 / (alpha * (epsilon - spent)))
+    assert np.isclose(levels.draws[1][1], 1 / ((1 - alpha) * (epsilon - spent)))
+    assert np.allclose(out, x)
+
+
+@pytest.mark.parametrize("name", ["UGrid", "AGrid"])
+def test_grid_mechanisms_buy_the_total_with_their_share(name, monkeypatch):
+    """total_share = 0.2 at ε = 2: the total at Laplace(1/0.4), the grids at the 1.6 left."""
+    import blowfish_te.mechanisms.base as base_module
+    import blowfish_te.mechanisms.spatial as spatial
+
+    total, grids = ShiftedNoise(0.0), ShiftedNoise(0.0, 0.0)
+    monkeypatch.setattr(base_module, "add_laplace", total)
+    monkeypatch.setattr(spatial, "add_laplace", grids)
+    mech = getattr(M, name)(total_share=0.2, select=False)
+    mech.run(wl.identity((12, 12)), np.full(144, 3), 2.0, rng=0)
+    assert _draws_match(total.draws, [(1, 1 / 0.4)])
+    eps_grid = 1.6 * (0.5 if name == "AGrid" else 1.0)
+    assert np.isclose(grids.draws[0][1], 1 / eps_grid)
+
+
+def test_grid_mechanisms_release_counts_with_the_exact_samplers():
+    """With a SecureRandom: integer counts (block totals, both AGrid levels) get discrete Laplace,
+    UGrid's real-valued bias probe the lattice scheme (at 2 × 2 blocks here; either way the
+    release after it is integer counts)."""
+    from blowfish_te.secure import SecureRandom, sampler_name
+
+    x, w = np.full(36, 2), wl.identity((6, 6))
+    for mech, integer, lattice in ((M.UGrid(total=72.0), 1, 0), (M.UGrid(c=24.0, total=72.0), 1, 1),
+                                   (M.AGrid(total=72.0, select=False), 2, 0)):
+        rng = SecureRandom()
+        out = mech.run(w, x, 2.0, rng=rng)
+        tally = rng.tally()
+        assert tally[sampler_name("integer", rng.backend)] == integer, mech
+        assert tally[sampler_name("lattice", rng.backend)] == lattice, mech
+        assert sum(tally.values()) == integer + lattice
+        if lattice == 0 and isinstance(mech, M.UGrid):
+            assert np.array_equal(out, np.round(out))  # single-cell blocks: the noisy counts themselves
