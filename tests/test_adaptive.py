@@ -297,3 +297,101 @@ def test_grids_and_trees_on_dpbench_2d(name):
         identity = bt.answer(w, x, policy, eps, "identity", rng=0).expected_mse
         for mechanism in ("ugrid", "agrid", "privtree", "dawa", FAST):
             assert _mse(mechanism, w, x, policy, eps) <= 1.15 * identity, (str(mechanism), eps)
+
+
+# -- how the choice is made and what each branch is given --------------------------------------------
+
+
+def _forced(route):
+    """A stand-in for the check that returns its real features and spend but the given route."""
+    from blowfish_te import selection
+
+    def choose(*args, **kwargs):
+        decision = selection.choose(*args, **kwargs)
+        return selection.Decision(route, "forced", decision.features)
+
+    return choose
+
+
+def test_the_candidates_run_without_their_own_check_and_with_the_budget():
+    k = 64
+    mechanism = Adaptive(budget=3.5)
+    dawa, auto = mechanism.candidates(wl.identity(k), policies.unbounded(k))
+    ptt, same_auto = mechanism.candidates(wl.identity(k), policies.line(k))
+    assert isinstance(dawa, M.DAWA) and isinstance(ptt, PartitionThenTransform) and same_auto is auto
+    assert dawa.select is False and ptt.select is False and auto.budget == 3.5
+    assert mechanism.candidates(wl.identity(k), policies.line(k))[0] is ptt  # made once per mechanism
+    with pytest.raises(ValueError, match=r"^budget \(seconds\) must be"):
+        Adaptive(budget=-1)
+    assert Adaptive(budget=0.5).budget == 0.5  # budgets below a second are allowed
+
+
+def test_rectangles_on_a_grid_are_checked_along_dawas_layout_with_all_of_epsilon(monkeypatch):
+    """Under unbounded DP on a grid the rectangles' rule reads the cells in DAWA's order, spends
+    its share of ε with the caller's generator, and the release runs at ε less that share."""
+    import blowfish_te.mechanisms.adaptive as adaptive
+
+    shape, epsilon = (32, 32), 0.5
+    x = datasets.synthetic_2d(shape, 500_000, rng=1).ravel()  # dense: the plain release
+    seen, real = {}, adaptive.choose_for_ranges
+
+    def check(cells, eps, gen, **kwargs):
+        seen.update(cells=np.array(cells), eps=eps, gen=gen, decision=real(cells, eps, gen, **kwargs))
+        return seen["decision"]
+
+    released = {}
+    real_plain = adaptive.plain_release
+
+    def plain(workload, cells, policy, eps, gen, *args):
+        released.update(eps=eps)
+        return real_plain(workload, cells, policy, eps, gen, *args)
+
+    monkeypatch.setattr(adaptive, "choose_for_ranges", check)
+    monkeypatch.setattr(adaptive, "plain_release", plain)
+    release = bt.answer(wl.prefix(shape), x, policies.unbounded(shape), epsilon, Adaptive(budget=0), rng=0)
+    layout = M.DAWA(select=False).layout(shape)
+    assert not np.array_equal(layout, np.arange(x.size)) and np.array_equal(seen["cells"], x[layout])
+    assert seen["eps"] == epsilon and isinstance(seen["gen"], np.random.Generator)
+    assert seen["decision"].route != "partition" and "plain release" in release.choice
+    assert released["eps"] == pytest.approx(epsilon - seen["decision"].spent) and seen["decision"].spent > 0
+
+
+def test_a_workload_the_partition_cannot_help_gets_all_of_epsilon_unsmoothed(monkeypatch):
+    import blowfish_te.mechanisms.adaptive as adaptive
+
+    k, epsilon, seen = 256, 0.3, {}
+    real_plan, real_plain = adaptive.plan_routes, adaptive.plain_release
+
+    def plan(workload, policy, eps, *args):
+        seen["planned"] = eps
+        return real_plan(workload, policy, eps, *args)
+
+    def plain(workload, x, policy, eps, gen, estimator, chosen, smoothed, notes):
+        seen.update(eps=eps, smoothed=smoothed)
+        return real_plain(workload, x, policy, eps, gen, estimator, chosen, smoothed, notes)
+
+    monkeypatch.setattr(adaptive, "plan_routes", plan)
+    monkeypatch.setattr(adaptive, "plain_release", plain)
+    release = bt.answer(wl.prefix(k), datasets.synthetic(k, 5000, rng=0), policies.line(k), epsilon, Adaptive(budget=0), rng=0)
+    assert "would not partition" in release.choice
+    assert seen == {"planned": epsilon, "eps": epsilon, "smoothed": False}
+
+
+def test_smoothing_runs_laplace_on_the_cells_when_it_ties_the_best_strategy(monkeypatch):
+    """Identity and the ordered hierarchy tie on a histogram under a line policy: a release to be
+    smoothed runs Identity (only its cells can be smoothed); one not smoothed keeps auto's choice."""
+    import blowfish_te.mechanisms.adaptive as adaptive
+
+    k = 256
+    x, policy = datasets.synthetic(k, 10**6, rng=0), policies.line(k)
+    best = bt.plan(wl.identity(k), policy, 0.1, M.Auto(budget=0)).chosen
+    assert best.mechanism.name != "identity"
+    assert best.expected_mse == pytest.approx(bt.plan(wl.identity(k), policy, 0.1, "identity").chosen.expected_mse)
+    monkeypatch.setattr(adaptive, "choose", _forced("smooth"))
+    smoothed = bt.answer(wl.identity(k), x, policy, 0.1, Adaptive(budget=0), rng=0)
+    assert "cells smoothed" in smoothed.choice and "ran identity" in smoothed.choice
+    prefixes = bt.answer(wl.prefix(k), x, policies.unbounded(k), 0.1, Adaptive(budget=0), rng=0)
+    assert "cells smoothed" not in prefixes.choice and "ran identity" not in prefixes.choice  # Laplace on cells: worse
+    monkeypatch.setattr(adaptive, "choose", _forced("plain"))
+    plain = bt.answer(wl.identity(k), x, policy, 0.1, Adaptive(budget=0), rng=0)
+    assert f"ran {best.mechanism.name}" in plain.choice and "smoothed" not in plain.choice
