@@ -64,6 +64,34 @@ def edge_set(policy) -> set:
     return {(int(u), int(v)) for u, v in policy.edges}
 
 
+def assert_laplace_noise(noise, scale: float) -> None:
+    """The mean of η² against 2b² for i.i.d. Laplace(b) draws η, within 5 standard deviations
+    (Var η² = μ4 - σ⁴ = 20 b⁴), and the mean of η against 0."""
+    noise = np.ravel(np.asarray(noise, dtype=np.float64))
+    n = noise.size
+    assert abs(np.mean(noise**2) - 2 * scale**2) < 5 * math.sqrt(20.0 / n) * scale**2
+    assert abs(np.mean(noise)) < 5 * math.sqrt(2.0 / n) * scale
+
+
+def policy_neighbours(x, policy) -> list:
+    """Every histogram one move along an edge of ``policy`` away from ``x`` (either direction; an
+    edge to ⊥ adds or removes a record)."""
+    k, found = x.size, []
+    for u, v in edge_set(policy):
+        for a, b in ((u, v), (v, u)):
+            y = x.copy()
+            if a == k:
+                y[b] += 1
+            elif x[a] > 0:
+                y[a] -= 1
+                if b < k:
+                    y[b] += 1
+            else:
+                continue
+            found.append(y)
+    return found
+
+
 def brute_sensitivity(dense_w: np.ndarray, edges, k: int, max_records: int = 2) -> float:
     """max ‖W x - W x'‖₁ over every pair of neighbouring histograms with at most ``max_records``
     records: move one record along an edge (either direction), or add/remove one under ⊥ (index k)."""

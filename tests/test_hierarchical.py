@@ -12,7 +12,7 @@ import blowfish_te.mechanisms.base as base
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 
-from conftest import Replay
+from conftest import Replay, assert_laplace_noise
 
 EPSILONS = (0.3, 1.0, 3.5)
 
@@ -67,12 +67,6 @@ def _recorded_noise(monkeypatch, mech, workload, x, epsilon, releases):
     monkeypatch.undo()
     return np.concatenate(draws), set(scales)
 
-
-def _assert_laplace(noise: np.ndarray, scale: float) -> None:
-    """Mean of η² against 2b² within 5 sd (Var η² = 20 b⁴ for Laplace(b)); mean of η against 0."""
-    n = noise.size
-    assert abs(np.mean(noise**2) - 2 * scale**2) < 5 * math.sqrt(20.0 / n) * scale**2
-    assert abs(np.mean(noise)) < 5 * math.sqrt(2.0 / n) * scale
 
 
 def _replayed_cost(monkeypatch, mech, workload, x, epsilon) -> float:
@@ -163,7 +157,7 @@ def test_hb_and_h2_noise_drawn_is_laplace_of_the_tree_height_over_epsilon(monkey
         for eps in (0.5, 2.0):
             noise, scales = _recorded_noise(monkeypatch, mech, wl.prefix(k), x, eps, 60)
             assert scales == {delta / eps}
-            _assert_laplace(noise, delta / eps)
+            assert_laplace_noise(noise, delta / eps)
 
 
 @pytest.mark.parametrize("mech", [lambda: M.H2(), lambda: M.HB(branching=3), lambda: M.QuadTree()], ids=["h2", "hb", "quadtree"])
@@ -222,7 +216,7 @@ def test_quadtree_noise_drawn_is_laplace_one_over_epsilon(monkeypatch):
             assert release.sensitivity == pytest.approx(1.0, rel=1e-12)
             noise, scales = _recorded_noise(monkeypatch, M.QuadTree(budget=budget), w, x, eps, 80)
             assert len(scales) == 1 and scales.pop() == pytest.approx(1.0 / eps, rel=1e-12)
-            _assert_laplace(noise, 1.0 / eps)
+            assert_laplace_noise(noise, 1.0 / eps)
 
 
 def test_quadtree_budget_argument_check():

@@ -17,7 +17,7 @@ from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import LinearMechanism
 from blowfish_te.strategies import GeneralStrategy, hierarchical
 
-from conftest import Replay, brute_sensitivity, edge_set
+from conftest import Replay, brute_sensitivity, edge_set, policy_neighbours
 
 EPSILONS = (0.3, 1.0, 3.5)
 
@@ -48,23 +48,6 @@ def _spy(monkeypatch):
     monkeypatch.setattr(base, "add_laplace", spy)
     return calls
 
-
-def _neighbours(x, policy):
-    """Histograms one move along an edge of ``policy`` away from x (⊥: add or remove a record)."""
-    k, found = x.size, []
-    for u, v in edge_set(policy):
-        for a, b in ((u, v), (v, u)):
-            y = x.copy()
-            if a == k:
-                y[b] += 1
-            elif x[a] > 0:
-                y[a] -= 1
-                if b < k:
-                    y[b] += 1
-            else:
-                continue
-            found.append(y)
-    return found
 
 
 # -- MatrixMechanism --------------------------------------------------------------------------
@@ -222,7 +205,7 @@ def test_nonnegative_under_a_policy_uses_the_wrapped_policy_strategy(monkeypatch
         if policy.is_unbounded_dp:
             continue  # no moves between cells: the replay below follows moves along edges
         worst = 0.0
-        for y in _neighbours(x, policy):
+        for y in policy_neighbours(x, policy):
             replay = Replay()
             monkeypatch.setattr(base, "add_laplace", replay)
             first = wrapped.release(w, x, 0.9, rng=0, policy=policy)

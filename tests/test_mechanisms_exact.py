@@ -14,38 +14,11 @@ from blowfish_te.secure import SecureRandom, sampler_name
 from blowfish_te.strategies import IdentityStrategy
 from blowfish_te.workloads import Workload
 
-from conftest import Replay, brute_sensitivity, edge_set
+from conftest import Replay, assert_laplace_noise, brute_sensitivity, edge_set, policy_neighbours
 
 EPSILONS = (0.4, 2.5)
 
 
-def assert_laplace_noise(noise, scale):
-    """The mean of η² against 2b² for i.i.d. Laplace(b) draws η, within 5 standard deviations
-    (Var η² = μ4 - σ⁴ = 20 b⁴), and the mean of η against 0."""
-    noise = np.ravel(np.asarray(noise, dtype=np.float64))
-    n = noise.size
-    assert abs(np.mean(noise**2) - 2 * scale**2) < 5 * math.sqrt(20.0 / n) * scale**2
-    assert abs(np.mean(noise)) < 5 * math.sqrt(2.0 / n) * scale
-
-
-def policy_neighbours(x, policy):
-    """Every histogram one step away from ``x`` along an edge of ``policy`` (either direction;
-    an edge to ⊥ adds or removes a record)."""
-    k = policy.size
-    found = []
-    for u, v in policy.edges:
-        for a, b in ((int(u), int(v)), (int(v), int(u))):
-            y = x.copy()
-            if a == k:
-                y[b] += 1
-            elif x[a] == 0:
-                continue
-            else:
-                y[a] -= 1
-                if b < k:
-                    y[b] += 1
-            found.append(y)
-    return found
 
 
 # -- Identity: Δ_G(I) on policies of every edge-block kind ------------------------------------------
