@@ -177,3 +177,31 @@ class Replay:
 
     def replay(self):
         self.inputs_replay, self.inputs, self.replaying, self.cost = self.inputs, [], True, 0.0
+
+
+def added_records(x) -> list:
+    """x + e_c for every cell c: the neighbours with one record more."""
+    x = np.asarray(x)
+    return [x + np.eye(x.size, dtype=x.dtype)[c] for c in range(x.size)]
+
+
+def replayed_runs(monkeypatch, run, x, neighbours, modules) -> list:
+    """One :class:`Replay` per neighbour y of ``x``: ``run(x)`` with every draw through the
+    ``add_laplace`` of ``modules`` recorded, then ``run(y)`` replayed (the answers must agree
+    exactly, else the neighbour took another path). Each replay's ``cost`` bounds the privacy loss
+    of the output between x and y."""
+    replays = []
+    for y in neighbours:
+        replay = Replay()
+        for module in modules:
+            monkeypatch.setattr(module, "add_laplace", replay)
+        first = run(x)
+        replay.replay()
+        assert np.allclose(first, run(y)), "the neighbour took another path"
+        replays.append(replay)
+    return replays
+
+
+def worst_replayed_cost(monkeypatch, run, x, neighbours, modules) -> float:
+    """The largest :func:`replayed_runs` cost over ``neighbours``."""
+    return max(replay.cost for replay in replayed_runs(monkeypatch, run, x, neighbours, modules))

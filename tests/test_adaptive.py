@@ -16,7 +16,7 @@ from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import Adaptive, PartitionThenTransform
 from blowfish_te.mechanisms.partition_then_transform import cell_noise
 
-from conftest import Replay
+from conftest import added_records, worst_replayed_cost
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets" / "dpbench"
 needs_data = pytest.mark.skipif(not (DATA / "1D" / "HEPTH.npy").exists(), reason="DPBench data not beside the clone")
@@ -45,21 +45,6 @@ def _spiky(k: int, scale: int, rng: int = 0) -> np.ndarray:
 # -- privacy: every Laplace draw replayed at every neighbour ------------------------------------------
 
 
-def _replayed_cost(run, x, neighbours, monkeypatch, modules):
-    """The largest privacy charge over the neighbours when every Laplace draw in ``modules`` is
-    replayed (the outputs must agree exactly)."""
-    worst = 0.0
-    for y in neighbours:
-        replay = Replay()
-        for module in modules:
-            monkeypatch.setattr(module, "add_laplace", replay)
-        first = run(x)
-        replay.replay()
-        assert np.allclose(first, run(y)), "the neighbour took another path"
-        worst = max(worst, replay.cost)
-    return worst
-
-
 def _fixed_partition(x, eps1, eps2, gen, **kwargs):
     """A data-independent stand-in for the private partition (blocks of 4 cells): it costs nothing,
     so the replay charges everything else."""
@@ -75,10 +60,10 @@ def test_dawa_check_and_releases_cost_at_most_epsilon_less_the_partition(scale, 
     monkeypatch.setattr(dd, "dawa_partition", _fixed_partition)
     k, epsilon = 16, 1.0
     x = np.random.default_rng(scale).integers(0, 2 * scale, k)
-    neighbours = [x + np.eye(k, dtype=int)[i] for i in range(k)] + [x - np.eye(k, dtype=int)[i] for i in range(k) if x[i] > 0]
+    neighbours = added_records(x) + [x - np.eye(k, dtype=int)[i] for i in range(k) if x[i] > 0]
     mech = M.DAWA()
-    cost = _replayed_cost(lambda data: mech.run(wl.identity(k), data, epsilon, rng=3), x, neighbours, monkeypatch,
-                          (selection, base, dd))
+    cost = worst_replayed_cost(monkeypatch, lambda data: mech.run(wl.identity(k), data, epsilon, rng=3), x, neighbours,
+                               (selection, base, dd))
     assert cost <= epsilon + 1e-9
     assert cost > 0.5 * epsilon  # the replay does charge: the check and the release are noisy
 
@@ -105,7 +90,7 @@ def test_partition_then_transform_check_costs_at_most_epsilon_for_moves(monkeypa
         def run(data, mech=PartitionThenTransform()):
             return bt.answer(wl.identity(k), data, policy, epsilon, mech, rng=5).answers
 
-        cost = _replayed_cost(run, x, neighbours, monkeypatch, (selection, base))
+        cost = worst_replayed_cost(monkeypatch, run, x, neighbours, (selection, base))
         assert cost <= epsilon + 1e-9
 
 
@@ -118,9 +103,10 @@ def test_adaptive_check_and_release_cost_at_most_epsilon(monkeypatch):
     k, epsilon = 16, 0.8
     for scale in (1, 3000):
         x = np.random.default_rng(scale).integers(0, 2 * scale, k)
-        neighbours = [x + np.eye(k, dtype=int)[i] for i in range(k)]
-        cost = _replayed_cost(lambda data: bt.answer(wl.identity(k), data, policies.unbounded(k), epsilon, "adaptive", rng=1).answers,
-                              x, neighbours, monkeypatch, (selection, base, dd))
+        def run(data):
+            return bt.answer(wl.identity(k), data, policies.unbounded(k), epsilon, "adaptive", rng=1).answers
+
+        cost = worst_replayed_cost(monkeypatch, run, x, added_records(x), (selection, base, dd))
         assert cost <= epsilon + 1e-9
 
 
