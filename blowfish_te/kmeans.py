@@ -91,6 +91,8 @@ def _clique_sensitivity(cells: np.ndarray, labels: np.ndarray, dist: np.ndarray,
 def step_sensitivity(policy: Policy, centres: np.ndarray, how: str = "exact") -> tuple[float, float]:
     """L1 sensitivities (sizes, sums) of one iteration under ``policy`` for the public ``centres``
     (see the module docstring); ``"paper"`` gives He et al.'s (2, 2θ), θ the longest edge in L1."""
+    if how not in SENSITIVITIES:
+        raise ValueError(f"how must be one of {SENSITIVITIES}, got {how!r}")
     points = _points(policy.shape)
     labels = assign(points, centres)
     dist = np.abs(points - centres[labels]).sum(axis=1)
@@ -128,7 +130,11 @@ class KMeansResult:
     """Final centres, the objective after every iteration, the (size, sum) sensitivities used, and
     the noise samplers drawn from: ``secure`` is True only when every draw went through a hardened
     sampler (``rng=None``: exact discrete Laplace for the cluster sizes, lattice Laplace for the
-    sums), False with a numpy Generator or seed (floating-point Laplace) and for the baseline."""
+    sums), False with a numpy Generator or seed (floating-point Laplace) and for the baseline.
+
+    Only ``centres`` (and the public ``sensitivities``) are the private release. ``objectives`` are
+    computed from the true histogram, without noise, to evaluate the run: given the centres each
+    one is an exact linear query of x, so publishing them is not private."""
 
     centres: np.ndarray
     objectives: tuple[float, ...]

@@ -12,6 +12,7 @@ consistency step for hierarchies), so it keeps the guarantee.
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,8 +34,10 @@ class ConstrainedLeastSquares:
     """x̂ = argmin ‖A x − y‖₂² subject to Q x = c (and x ≥ 0), solved with cvxpy.
 
     The problem is compiled once with y and c as parameters, so repeated solves (many releases of
-    one plan, audits) skip cvxpy's canonicalisation. The feasible set is never empty for counts
-    of real data (the true histogram is in it); Q x̂ = c holds to the solver's tolerance.
+    one plan, audits) skip cvxpy's canonicalisation. Each solve starts cold and holds a lock while
+    it sets the parameters: the estimate depends on (y, c) alone, never on earlier or concurrent
+    solves, so a seed reproduces a release. The feasible set is never empty for counts of real data
+    (the true histogram is in it); Q x̂ = c holds to the solver's tolerance.
     """
 
     def __init__(self, strategy, constraints: Constraints, nonnegative: bool = True):
@@ -49,16 +52,19 @@ class ConstrainedLeastSquares:
             rules.append(self._x >= 0)
         self._problem = cp.Problem(cp.Minimize(cp.sum_squares(matrix @ self._x - self._y)), rules)
         self.nonnegative = nonnegative
+        self._lock = threading.Lock()
 
     def solve(self, y, counts) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64)
         scale = max(1.0, float(np.abs(y).max(initial=0.0)))  # keep the solver's tolerances relative
-        self._y.value = y / scale
-        self._c.value = np.asarray(counts, dtype=np.float64) / scale
-        self._problem.solve()
-        if self._problem.status not in ("optimal", "optimal_inaccurate") or self._x.value is None:
-            raise ConstraintError(f"constrained inference failed: the solver returned status {self._problem.status!r}")
-        estimate = np.asarray(self._x.value, dtype=np.float64) * scale
+        with self._lock:
+            self._y.value = y / scale
+            self._c.value = np.asarray(counts, dtype=np.float64) / scale
+            self._problem.solve(warm_start=False)
+            status, value = self._problem.status, self._x.value
+        if status not in ("optimal", "optimal_inaccurate") or value is None:
+            raise ConstraintError(f"constrained inference failed: the solver returned status {status!r}")
+        estimate = np.asarray(value, dtype=np.float64) * scale
         return np.maximum(estimate, 0.0) if self.nonnegative else estimate
 
 
