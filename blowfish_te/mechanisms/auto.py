@@ -50,13 +50,17 @@ class Auto(Mechanism):
     def __init__(self, budget: float = 10.0, candidates: tuple[str, ...] | None = None):
         self.budget = check_real(budget, "budget (seconds)", 0)
         if candidates is not None:
-            if isinstance(candidates, str) or not all(isinstance(c, str) for c in candidates):
+            if isinstance(candidates, str):
+                raise TypeError(f"candidates must be a tuple of mechanism names or None (every registered one with an "
+                                f"analytic error), got {candidates!r}")
+            # a set has no order and ties go to the first candidate: sorted, so a choice is reproducible
+            candidates = tuple(sorted(candidates) if isinstance(candidates, (set, frozenset)) else candidates)
+            if not all(isinstance(c, str) for c in candidates):
                 raise TypeError(f"candidates must be a tuple of mechanism names or None (every registered one with an "
                                 f"analytic error), got {candidates!r}")
             for c in candidates:
                 if mechanism_class(c) is Auto:
                     raise ValueError("candidates cannot include 'auto' itself")
-            candidates = tuple(candidates)
         self.candidates = candidates
 
     def compared(self) -> tuple[str, ...]:
