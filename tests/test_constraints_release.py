@@ -444,3 +444,12 @@ def test_concurrent_solves_on_one_solver_fit_their_own_counts():
     for count, estimate in results:
         np.testing.assert_allclose(estimate.sum(), count, atol=1e-6)
         np.testing.assert_allclose(estimate, y + (count - y.sum()) / 3, atol=1e-6)
+
+
+def test_the_plan_states_the_change_per_move_and_the_constrained_sensitivity():
+    """S = L · Δ_moves(A): the reason names Δ_moves (7 for prefix(8), any move) and S."""
+    w, _, policy, q = _prefix_case()  # two records move at most: S = 2 · 7
+    reason = make_plan(w, policy, 0.5, "laplace", constraints=q, moves="any").reason
+    assert "each move changes the strategy's answers by at most 7 in L1, so S = 14;" in reason
+    total = make_plan(W.prefix(8), P.line(8), 0.5, "laplace", constraints=C.known_total(8), moves="any").reason
+    assert "each move changes the strategy's answers by at most 7 in L1, so S = 7;" in total  # one record moves
