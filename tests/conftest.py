@@ -13,6 +13,8 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from blowfish_te.workloads import Workload
+
 # optimised strategies computed by the tests go to a folder of their own, never the user's cache
 # (child processes inherit it); the shipped strategies are read as in any install
 _STRATEGY_CACHE = tempfile.mkdtemp(prefix="blowfish_te_test_strategies_")
@@ -177,6 +179,21 @@ class Replay:
 
     def replay(self):
         self.inputs_replay, self.inputs, self.replaying, self.cost = self.inputs, [], True, 0.0
+
+
+class Float32Rows(Workload):
+    """A workload whose products come back in float32 (a plug-in's, say): releases must still
+    calibrate and answer in float64."""
+
+    def __init__(self, matrix):
+        self.matrix = np.asarray(matrix, dtype=np.float32)
+        super().__init__((self.matrix.shape[1],), self.matrix.shape[0], "float32 rows")
+
+    def _matmat(self, x):
+        return self.matrix @ np.asarray(x, dtype=np.float32)
+
+    def _rmatmat(self, y):
+        return self.matrix.T @ np.asarray(y, dtype=np.float32)
 
 
 def added_records(x) -> list:

@@ -12,9 +12,8 @@ from blowfish_te import policies
 from blowfish_te import workloads as wl
 from blowfish_te.secure import SecureRandom, sampler_name
 from blowfish_te.strategies import IdentityStrategy
-from blowfish_te.workloads import Workload
 
-from conftest import Replay, assert_laplace_noise, brute_sensitivity, edge_set, policy_neighbours
+from conftest import Float32Rows, Replay, assert_laplace_noise, brute_sensitivity, edge_set, policy_neighbours
 
 EPSILONS = (0.4, 2.5)
 
@@ -216,22 +215,8 @@ def test_uniform_secure_path_draws_integer_discrete_laplace():
     assert set(gen.tally()) == {sampler_name("integer", gen.backend)}
 
 
-class _Float32Rows(Workload):
-    """A workload whose products come back in float32."""
-
-    def __init__(self, matrix):
-        self.matrix = np.asarray(matrix, dtype=np.float32)
-        super().__init__((self.matrix.shape[1],), self.matrix.shape[0], "float32 rows")
-
-    def _matmat(self, x):
-        return self.matrix @ np.asarray(x, dtype=np.float32)
-
-    def _rmatmat(self, y):
-        return self.matrix.T @ np.asarray(y, dtype=np.float32)
-
-
 def test_uniform_answers_are_float64_whatever_the_workload_computes_in():
-    w = _Float32Rows([[1, 1, 0, 0], [0, 1, 1, 1]])
+    w = Float32Rows([[1, 1, 0, 0], [0, 1, 1, 1]])
     answers = M.Uniform().run(w, [2, 0, 1, 5], 1.0, rng=0)
     assert answers.dtype == np.float64 and answers.shape == (2,)
     assert answers[1] == pytest.approx(1.5 * answers[0], rel=1e-6)  # 3 cells against 2, evenly spread

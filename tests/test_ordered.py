@@ -15,9 +15,8 @@ from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import ordered as ordered_module
 from blowfish_te.mechanisms.ordered import _weighted_sensitivity, oh_predicted_error
 from blowfish_te.secure import SecureRandom, sampler_name
-from blowfish_te.workloads import Workload
 
-from conftest import assert_laplace_noise, policy_neighbours
+from conftest import Float32Rows, assert_laplace_noise, policy_neighbours
 
 
 def _line_to_bottom(k):
@@ -66,20 +65,6 @@ def _recorder(monkeypatch, replace=None):
 
     monkeypatch.setattr(ordered_module, "add_laplace", record)
     return calls
-
-
-class _Float32Rows(Workload):
-    """A workload whose products come back in float32."""
-
-    def __init__(self, matrix):
-        self.matrix = np.asarray(matrix, dtype=np.float32)
-        super().__init__((self.matrix.shape[1],), self.matrix.shape[0], "float32 rows")
-
-    def _matmat(self, x):
-        return self.matrix @ np.asarray(x, dtype=np.float32)
-
-    def _rmatmat(self, y):
-        return self.matrix.T @ np.asarray(y, dtype=np.float32)
 
 
 # -- Ordered: privacy -----------------------------------------------------------------------------
@@ -209,7 +194,7 @@ def test_ordered_constrained_is_isotonic_and_clipped_to_zero_and_n(monkeypatch):
 @pytest.mark.parametrize("name", ["ordered", "ordered_hierarchical"])
 def test_answers_are_float64_whatever_the_workload_computes_in(name):
     k = 6
-    w = _Float32Rows(np.tril(np.ones((k, k))))
+    w = Float32Rows(np.tril(np.ones((k, k))))
     policy = policies.threshold(k, 2)
     out = M.get_mechanism(name).compute(w, np.arange(k), policy, 1.0, np.random.default_rng(0))
     assert out.answers.dtype == np.float64 and out.answers.shape == (k,)
