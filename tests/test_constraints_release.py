@@ -235,7 +235,7 @@ def test_a_linear_mechanism_without_analytic_error_is_planned_and_its_outcome_is
     """A plug-in linear mechanism that rounds its answers (so has no closed-form error): the plan
     reports no expected error; the route's outcome holds float64 arrays."""
 
-    class RoundedLaplace(LinearMechanism):
+    class RoundedLaplace(LinearMechanism, register=False):
         name = "rounded_laplace"
 
         def strategy(self, workload):

@@ -32,7 +32,7 @@ def test_sensitivity_is_cached_per_policy_in_any_order():
         assert got == pytest.approx(float(expected))
 
 
-class _Doubled(Identity):
+class _Doubled(Identity, register=False):
     """A plug-in whose strategy under a policy is 2·I (its unit-change strategy is I)."""
 
     name = "doubled_under_a_policy"
@@ -81,7 +81,7 @@ def test_the_sampler_is_told_the_sensitivity_and_whether_the_answers_are_integer
     assert calls[-1] == (8.0, 2.0, True)
     weighted = wl.from_matrix(np.diag(np.linspace(0.5, 1.5, 8)))
 
-    class Weighted(Identity):
+    class Weighted(Identity, register=False):
         name = "weighted_cells"
 
         def strategy(self, workload):
@@ -108,7 +108,7 @@ def test_the_callers_generator_draws_the_noise():
 
 
 def test_answers_are_float_whatever_the_reconstruction_returns():
-    class Rounded(Identity):
+    class Rounded(Identity, register=False):
         name = "rounded_cells"
 
         def reconstruct(self, workload, strategy, y):
@@ -120,7 +120,7 @@ def test_answers_are_float_whatever_the_reconstruction_returns():
 
 
 def test_an_overflowing_noise_scale_is_refused_with_its_numbers():
-    class Huge(Identity):
+    class Huge(Identity, register=False):
         name = "huge_weights"
 
         def strategy_sensitivity(self, strategy, policy=None):

@@ -28,7 +28,7 @@ def test_aggregation_gain_of_a_workload_no_noise_reaches_is_one():
 
 
 def test_a_strategy_without_a_linear_reconstruction_has_infinite_probe_error():
-    class Opaque(Identity):
+    class Opaque(Identity, register=False):
         def reconstruction_frobenius_sq(self, workload, strategy):
             return None
 

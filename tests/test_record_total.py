@@ -186,7 +186,7 @@ def test_release_native_passes_validated_arguments():
 
     seen = {}
 
-    class N(base.NativeMechanism):
+    class N(base.NativeMechanism, register=False):
         name = "n"
 
         def check_policy(self, workload, policy):
@@ -269,7 +269,7 @@ def test_mechanism_measure_and_checked():
 
     seen = []
 
-    class M(base.Mechanism):
+    class M(base.Mechanism, register=False):
         name = "m"
 
         def run(self, workload, x, epsilon, rng=None):
@@ -299,7 +299,7 @@ def _linear_class():
     from blowfish_te.strategies.general import GeneralStrategy, IdentityStrategy
     from blowfish_te.workloads import prefix
 
-    class L(base.LinearMechanism):
+    class L(base.LinearMechanism, register=False):
         name = "l"
 
         def strategy(self, workload):
@@ -367,7 +367,7 @@ def test_linear_measure_policy_strategy_and_noise_arguments(monkeypatch):
 
     half = GeneralStrategy(from_matrix(np.eye(4) * 0.5))
 
-    class H(base.LinearMechanism):
+    class H(base.LinearMechanism, register=False):
         name = "h"
 
         def strategy(self, workload):
