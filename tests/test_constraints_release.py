@@ -6,7 +6,6 @@ the constrained least squares that follows (post-processing of the noisy answers
 import itertools
 import re
 
-import cvxpy as cp
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -50,6 +49,8 @@ def _spy_on_solves(monkeypatch, after=None):
     """Wrap cvxpy's ``Problem.solve``: record the parameter values every solve sees, then let
     ``after(problem)`` alter what the solver reported."""
     seen = []
+    import cvxpy as cp  # the constrained solver, loaded where it is spied on
+
     original = cp.Problem.solve
 
     def spy(self, *args, **kwargs):
