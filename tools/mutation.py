@@ -58,14 +58,16 @@ def _toml_table(name: str, table: dict) -> str:
 
 
 def _scratch_copy(module: str, tests: list[str], mutmut: dict) -> pathlib.Path:
-    """A copy of the package, the tests and pyproject.toml, set up to mutate ``module`` only."""
+    """A copy of the package, the tests, the benchmarks and pyproject.toml, set up to mutate ``module`` only."""
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="blowfish-te-mutation-"))
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "blowfish_te", scratch / "blowfish_te", ignore=ignore)
     shutil.copytree(ROOT / "tests", scratch / "tests", ignore=ignore)
+    shutil.copytree(ROOT / "benchmarks", scratch / "benchmarks", ignore=ignore)  # some tests import its scripts
     text = (ROOT / "pyproject.toml").read_text("utf-8")
     text = re.sub(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n)*", "", text, flags=re.MULTILINE)  # replaced below
-    settings = {**mutmut, "only_mutate": [module], "pytest_add_cli_args_test_selection": tests}
+    settings = {**mutmut, "only_mutate": [module], "pytest_add_cli_args_test_selection": tests,
+                "also_copy": [*mutmut.get("also_copy", []), "benchmarks"]}
     (scratch / "pyproject.toml").write_text(text + "\n" + _toml_table("tool.mutmut", settings), "utf-8")
     return scratch
 
