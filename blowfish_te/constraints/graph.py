@@ -394,9 +394,9 @@ def _is_attribute(policy: Policy) -> bool:
     return offsets == wanted
 
 
-def _hamiltonian_order(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """A cycle through every value combination of ``shape`` changing one coordinate per step
-    (a reflected mixed-radix Gray code; it closes because the first coordinate returns to 0)."""
+def _gray_path(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Every value combination of ``shape``, one coordinate changing per step (the reflected
+    mixed-radix Gray code): a Hamiltonian path of the Hamming graph, not always a cycle."""
     order = [()]
     for k in shape:
         nxt = []
@@ -404,6 +404,25 @@ def _hamiltonian_order(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
             values = range(k) if j % 2 == 0 else range(k - 1, -1, -1)
             nxt.extend(prefix + (v,) for v in values)
         order = nxt
+    return order
+
+
+def _hamiltonian_order(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """A cycle through every value combination of ``shape`` changing one coordinate per step,
+    from (0, …, 0). With k > 1 values in the first coordinate: the others along the Gray path R
+    with the first at 0, then back along R visiting the first coordinate's values 1 … k−1 at each
+    stop (any two values of one coordinate differ in one step), so the last combination (v, R₀)
+    closes to (0, R₀) in one step. (The Gray code alone does not close: on 3 × 3 it ends at (2, 2).)"""
+    if not shape:
+        return [()]
+    k, rest = shape[0], shape[1:]
+    if k == 1:
+        return [(0,) + combination for combination in _hamiltonian_order(rest)]
+    path = _gray_path(rest)
+    order = [(0,) + combination for combination in path]
+    values = list(range(1, k))
+    for j, combination in enumerate(reversed(path)):
+        order.extend((v,) + combination for v in (values if j % 2 == 0 else values[::-1]))
     return order
 
 
