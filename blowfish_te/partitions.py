@@ -164,6 +164,7 @@ def dawa_cost(x, epsilon: float, epsilon2: float, *, penalty: float = 1.0, guard
     cell changes, and dev moves by at most 1), so their minimum does too; the guards and prices
     do not depend on the data. A move of one record (a removal plus an addition) moves it by 2.
     """
+    guard = check_real(guard, "guard", minimum=0)
     return float(dawa_costs(x, epsilon, epsilon2, penalty=penalty, guards=(guard,), max_length=max_length)[0])
 
 
@@ -173,7 +174,7 @@ def dawa_costs(x, epsilon: float, epsilon2: float, *, penalty: float = 1.0, guar
     x = _ordered_counts(x)
     epsilon, epsilon2 = check_epsilon(epsilon, "epsilon"), check_epsilon(epsilon2, "epsilon2")
     penalty = check_real(penalty, "penalty", minimum=0)
-    guards = [check_real(g, "guards", minimum=0) for g in np.atleast_1d(np.asarray(guards, dtype=np.float64))]
+    guards = [check_real(g, "guards", minimum=0) for g in np.asarray(guards, dtype=object).reshape(-1)]  # each checked as given
     pieces = _DawaPieces(x, max_length)
     return np.array([pieces.tiling(penalty / epsilon2, g * 2.0 / epsilon, None)[1] for g in guards])
 

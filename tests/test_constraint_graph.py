@@ -153,6 +153,47 @@ def test_check_sparse_agrees_with_the_definition(instance, moves):
                 G.check_sparse(Q, policy)
 
 
+_NOT_SPARSE = ("the constraints are not sparse for line(3) (He et al. Def. 8.2): moving a record from 0 to 1 ({what}) "
+               "lifts 2 queries ['q1', 'q2'] and lowers 1 ['q0'], but each move may lift at most one and lower at most "
+               "one. Their sensitivity has no closed bound (NP-hard in general, Thm 8.1); use fewer or disjoint constraints")
+
+
+@pytest.mark.parametrize("moves, what, hint", [
+    ("edges", "a policy edge", ""),
+    ("any", "a move", ", or moves='edges' if neighbours move records along policy edges only"),
+])
+def test_the_refusal_names_the_move_and_exactly_the_queries_it_lifts_and_lowers(moves, what, hint):
+    """Moving a record 0 → 1 lowers {0}, lifts {1} and {1, 2}, and leaves {0, 1} unchanged."""
+    Q = C.count_queries(3, [[0], [1], [1, 2], [0, 1]])
+    message = _NOT_SPARSE.format(what=what) + hint
+    with pytest.raises(ConstraintError) as refused:
+        C.policy_graph(Q, P.line(3), moves)
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("moves", ["edges", "any"])
+def test_the_policy_graph_lists_each_edge_once_in_order_and_keeps_its_moves(moves):
+    """Two disjoint queries over a line: a move inside one changes nothing (the edge v⁺ → v⁻, found
+    again for every such move), a move between them lowers one and lifts the other (both directions)."""
+    g = C.policy_graph(C.count_queries(4, [[0, 1], [2, 3]]), P.line(4), moves)
+    assert g.edges.tolist() == [[0, 1], [1, 0], [2, 3]] and g.edges.dtype == np.int64
+    assert g.moves == moves and g.names == ("q0", "q1")
+
+
+@pytest.mark.parametrize("build", [C.policy_graph, C.critical_queries, G.check_sparse])
+def test_the_pair_of_constraints_and_policy_is_checked_by_name(build):
+    Q = C.count_queries(3, [[0, 1]])
+    with pytest.raises(TypeError) as refused:
+        build([[0, 1]], P.line(3))
+    assert str(refused.value) == "constraints must be a Constraints object, got list"
+    with pytest.raises(TypeError) as refused:
+        build(Q, "line")
+    assert str(refused.value) == "policy must be a Policy, got str"
+    with pytest.raises(ValueError) as refused:
+        build(Q, P.line(4))
+    assert str(refused.value) == "constraints are over (3,) but the policy over (4,)"
+
+
 def test_check_sparse_reads_the_moves_it_is_given():
     """[0, 1] and [1] under the single edge 0–1: that edge lifts or lowers one query, but the move
     1 → 2 (not an edge) lowers both."""

@@ -1,0 +1,552 @@
+"""Interval partitions of an ordered domain (blowfish_te.partitions), against brute force written
+from the definitions on small domains: the median deviation dev(b) = min_c Σ_{i∈b} |x_i - c|, the
+DAWA-style pieces and their scores (Li, Hay, Miklau, Wang, "A data- and workload-aware algorithm
+for range queries under differential privacy", PVLDB 2014) with every tiling enumerated, the labels
+of the least-score tiling, the exact tie rules of the dynamic program, the report-noisy-min noise
+each piece receives, and the argument checks."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blowfish_te.partitions as P
+from blowfish_te.noise import add_laplace
+from blowfish_te.partitions import (
+    BUCKET_GUARD,
+    MAX_DAWA,
+    RUN_DOUBLING,
+    RUN_GUARD,
+    best_interval_partition,
+    dawa_cost,
+    dawa_costs,
+    dawa_partition,
+    median_deviations,
+)
+
+# --------------------------------------------------------------------------------------------
+# brute force from the definitions
+
+
+def _dev(values) -> int:
+    """min_c Σ |x_i - c|, trying every c among the values (a median is one of them)."""
+    values = [int(v) for v in values]
+    return min(sum(abs(v - c) for v in values) for c in values)
+
+
+def _dyadic(k: int) -> list[int]:
+    return [1 << j for j in range(k.bit_length())]
+
+
+def _default_length(k: int) -> int:
+    """K/32, at least min(K, 16), rounded down to a power of two (the documented default)."""
+    target = max(k // 32, min(k, 16))
+    return max(n for n in _dyadic(target))
+
+
+def _pieces(k: int, max_length: int):
+    """Every candidate piece of dawa_partition as (buckets, single): buckets a tuple of (lo, hi),
+    single whether the piece was cut into buckets of one cell (its noise has δ = 1)."""
+    subs = [n for n in _dyadic(k) if n <= max_length]
+    out = []
+    for length in _dyadic(k):  # dyadic pieces at every start, cut into dyadic buckets
+        for a in range(k - length + 1):
+            for sub in subs:
+                if sub <= length:
+                    out.append((tuple((b, b + sub) for b in range(a, a + length, sub)), sub == 1))
+    for a in range(k):  # the suffix [a, k) and the prefix [0, k - a)
+        n = k - a
+        for sub in subs:
+            if n > sub:  # a run of buckets from the inner end, the rest as one bucket at the end
+                full, rest = divmod(n, sub)
+                suffix = [(a + i * sub, a + (i + 1) * sub) for i in range(full)] + ([(a + full * sub, k)] if rest else [])
+                prefix = ([(0, rest)] if rest else []) + [(rest + i * sub, rest + (i + 1) * sub) for i in range(full)]
+                out.append((tuple(suffix), sub == 1))
+                out.append((tuple(prefix), sub == 1))
+        if n <= max_length:  # the whole end piece as one bucket
+            out.append((((a, k),), False))
+            out.append((((0, n),), False))
+    return out
+
+
+def _score(x, buckets, price: float, unit: float) -> float:
+    n = len(buckets)
+    guard = BUCKET_GUARD if n == 1 else RUN_GUARD + RUN_DOUBLING * math.log2(n)
+    return sum(_dev(x[lo:hi]) for lo, hi in buckets) + n * price + guard * unit
+
+
+def _optimum(x, price: float, unit: float, max_length: int, tol: float = 1e-6):
+    """(least total score over all tilings of [0, K) by pieces, {labels of every tiling within tol})."""
+    k = len(x)
+    by_start = {}
+    for buckets, _ in _pieces(k, max_length):
+        by_start.setdefault(buckets[0][0], []).append((buckets, _score(x, buckets, price, unit)))
+    # best[end]: {cut points: least score}; a near-optimal tiling has near-optimal prefixes
+    best = {0: {(): 0.0}}
+    for start in range(k):
+        here = best.get(start)
+        if not here:
+            continue
+        for buckets, score in by_start.get(start, []):
+            end = buckets[-1][1]
+            cuts_here = tuple(hi for _, hi in buckets)
+            slot = best.setdefault(end, {})
+            for cuts, value in here.items():
+                key = cuts + cuts_here
+                slot[key] = min(slot.get(key, math.inf), value + score)
+        if start + 1 in best:
+            low = min(best[start + 1].values())
+            best[start + 1] = {c: v for c, v in best[start + 1].items() if v <= low + tol}
+    final = best[k]
+    low = min(final.values())
+    labels = set()
+    for cuts, value in final.items():
+        if value <= low + tol:
+            lab, lo = [], 0
+            for bucket, hi in enumerate(cuts):
+                lab += [bucket] * (hi - lo)
+                lo = hi
+            labels.add(tuple(lab))
+    return low, labels
+
+
+def _interval_brute(scores: dict, k: int):
+    """All partitions of [0, k) into intervals scored by scores[length][start], by enumeration."""
+    results = []
+
+    def walk(start, cuts, total):
+        if start == k:
+            results.append((total, cuts))
+            return
+        for n in sorted(scores):
+            if start + n <= k:
+                walk(start + n, cuts + (start + n,), total + scores[n][start])
+
+    walk(0, (), 0.0)
+    return results
+
+
+# --------------------------------------------------------------------------------------------
+# median deviations
+
+
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=9), st.data())
+@settings(max_examples=60, deadline=None, database=None)
+def test_median_deviations_match_brute_force(values, data):
+    length = data.draw(st.integers(1, len(values)))
+    got = median_deviations(values, length)
+    assert got.dtype == np.int64
+    assert got.tolist() == [_dev(values[a : a + length]) for a in range(len(values) - length + 1)]
+
+
+def test_median_deviations_known_windows():
+    # windows starting at cell 0 and of odd length included
+    assert median_deviations([5, 1, 1, 9, 2], 3).tolist() == [4, 8, 8]
+    assert median_deviations([5, 1, 1, 9, 2], 5).tolist() == [12]
+    assert median_deviations([4, 0], 2).tolist() == [4]
+    assert median_deviations([7], 1).tolist() == [0]
+    assert median_deviations(np.array([3.0, 1.0, 2.0]), 1).dtype == np.int64
+
+
+@pytest.mark.parametrize(
+    "x, length, error, message",
+    [
+        ([1, 2, 3], 0, ValueError, r"^length must be an integer >= 1, got 0$"),
+        ([1, 2, 3], 4, ValueError, r"^length must be an integer <= 3, got 4$"),
+        ([1, 2, 3], 2.0, TypeError, r"^length must be an integer, got 2\.0 \(float\)$"),
+        ([[1, 2], [3, 4]], 1, ValueError, r"^x must be a non-empty 1-D histogram, got shape \(2, 2\)$"),
+        ([], 1, ValueError, r"^x must be a non-empty 1-D histogram, got shape \(0,\)$"),
+        ([[1, 2], [3]], 1, TypeError, r"^x must be an array, could not convert it"),
+        ([1, -2, 3], 1, ValueError, r"^x must hold non-negative counts"),
+    ],
+)
+def test_median_deviations_refuses_bad_arguments(x, length, error, message):
+    with pytest.raises(error, match=message):
+        median_deviations(x, length)
+
+
+# --------------------------------------------------------------------------------------------
+# best_interval_partition and the tie rules of the dynamic program
+
+
+@given(st.integers(1, 7), st.data())
+@settings(max_examples=40, deadline=None, database=None)
+def test_best_interval_partition_is_a_least_score_partition(k, data):
+    lengths = data.draw(st.sets(st.integers(2, k), max_size=k)) if k > 1 else set()
+    scores = {n: data.draw(st.lists(st.integers(0, 6), min_size=k - n + 1, max_size=k - n + 1)) for n in {1, *lengths}}
+    labels = best_interval_partition({n: np.array(v, dtype=np.float64) for n, v in scores.items()})
+    assert labels.dtype == np.int64 and labels.shape == (k,)
+    options = _interval_brute(scores, k)
+    low = min(total for total, _ in options)
+    cuts = tuple(int(i) + 1 for i in np.flatnonzero(np.diff(labels))) + (k,)
+    assert labels[0] == 0 and set(np.diff(labels).tolist()) <= {0, 1}
+    chosen = [total for total, c in options if c == cuts]
+    assert chosen and min(chosen) == low
+    # ties go to the longer interval: among the optimal partitions scanned from the right end,
+    # the chosen one's last interval is the longest
+    last = max(k - c[-2] if len(c) > 1 else k for total, c in options if total == low)
+    assert (k - cuts[-2] if len(cuts) > 1 else k) == last
+
+
+def test_best_interval_partition_ties_go_to_the_longer_interval():
+    flat = {1: np.ones(4), 2: np.full(3, 2.0), 4: np.array([4.0])}
+    assert best_interval_partition(flat).tolist() == [0, 0, 0, 0]
+    assert best_interval_partition({1: np.ones(3), 2: np.full(2, 2.0)}).tolist() == [0, 1, 1]
+    assert best_interval_partition({1: [1.0, 1.0, 1.0], 3: [3.5]}).tolist() == [0, 1, 2]
+    assert best_interval_partition({1: [3.0]}).tolist() == [0]
+    assert best_interval_partition({1: [1, 1, 1], 3: [3]}).tolist() == [0, 0, 0]
+
+
+def test_best_tiling_prefix_and_suffix_pieces_must_win_strictly():
+    at = {1: np.ones(3), 2: np.full(2, 2.0), 3: np.array([3.0])}
+    # tied prefix and suffix pieces lose to the dyadic pieces
+    assert P._best_tiling(at, prefix=np.array([1.0, 2.0, 3.0])) == ([("at", 0, 3)], 3.0)
+    assert P._best_tiling(at, suffix=np.array([3.0, 2.0, 1.0])) == ([("at", 0, 3)], 3.0)
+    # cheaper ones win, at the start that minimises the total
+    assert P._best_tiling(at, prefix=np.array([1.0, 2.0, 2.5])) == ([("prefix", 0, 3)], 2.5)
+    assert P._best_tiling(at, suffix=np.array([3.0, 2.0, 0.5])) == ([("at", 0, 2), ("suffix", 2, 3)], 2.5)
+    assert P._best_tiling(at, suffix=np.array([3.0, 1.5, 2.0])) == ([("at", 0, 1), ("suffix", 1, 3)], 2.5)
+    singles = {1: np.array([1.0, 1.0, 1.0, 0.0])}
+    assert P._best_tiling(singles) == ([("at", 0, 1), ("at", 1, 2), ("at", 2, 3), ("at", 3, 4)], 3.0)
+    mixed = {1: np.array([0.0, 5.0, 0.0, 0.0]), 2: np.array([9.0, 1.0, 9.0])}
+    assert P._best_tiling(mixed) == ([("at", 0, 1), ("at", 1, 3), ("at", 3, 4)], 1.0)
+    assert P._best_tiling(mixed, prefix=np.array([9.0, 0.5, 9.0, 9.0])) == ([("prefix", 0, 2), ("at", 2, 3), ("at", 3, 4)], 0.5)
+    assert P._best_tiling(mixed, prefix=np.array([9.0, 9.0, 9.0, 0.25])) == ([("prefix", 0, 4)], 0.25)
+
+
+@pytest.mark.parametrize(
+    "scores, error, message",
+    [
+        ([1.0, 2.0], TypeError, r"^scores must be a dict \{interval length: array of scores\}, got list$"),
+        ({2: [1.0]}, ValueError, r"^scores must include length 1 \(single cells\), so that every domain has a partition$"),
+        ({1: []}, ValueError, r"^scores\[1\] must score at least one cell$"),
+        ({1: [1.0, math.nan]}, ValueError, r"^scores\[1\] must hold finite numbers"),
+        ({1: ["a", "b"]}, TypeError, r"^scores\[1\] must hold real numbers"),
+        ({2: [1.0], 1: [[1.0, 2.0], [3.0, 4.0]]}, ValueError, r"^scores\[1\] must be a 1-D array, got shape \(2, 2\)$"),
+        ({1: [1.0, 2.0, 3.0], 4: [1.0]}, ValueError, r"^scores keys must be interval lengths in \[1, 3\], got 4$"),
+        ({1: [1.0, 2.0, 3.0], 0: [1.0]}, ValueError, r"^scores keys must be interval lengths in \[1, 3\], got 0$"),
+        ({1: [1.0, 2.0, 3.0], 2.0: [1.0, 2.0]}, ValueError, r"^scores keys must be interval lengths in \[1, 3\], got 2\.0$"),
+        ({1: [1.0, 2.0, 3.0], 2: [1.0, math.inf]}, ValueError, r"^scores\[2\] must hold finite numbers"),
+        ({1: [1.0, 2.0, 3.0], 2: [[1.0, 2.0]]}, ValueError, r"^scores\[2\] must be a 1-D array, got shape \(1, 2\)$"),
+        ({1: [1.0, 2.0, 3.0], 2: [1.0, 2.0, 3.0]}, ValueError, r"^scores\[2\] must hold 2 values \(one per start\), got 3$"),
+        ({1: [1.0, 2.0, 3.0], 2: [1.0]}, ValueError, r"^scores\[2\] must hold 2 values \(one per start\), got 1$"),
+        ({1: [1.0, 2.0, 3.0], 3: [1.0, 2.0]}, ValueError, r"^scores\[3\] must hold 1 values \(one per start\), got 2$"),
+    ],
+)
+def test_best_interval_partition_refuses_bad_scores(scores, error, message):
+    with pytest.raises(error, match=message):
+        best_interval_partition(scores)
+
+
+def test_best_interval_partition_accepts_numpy_integer_lengths():
+    scores = {np.int64(1): [2.0, 2.0, 2.0], np.int64(3): [1.0]}
+    assert best_interval_partition(scores).tolist() == [0, 0, 0]
+
+
+# --------------------------------------------------------------------------------------------
+# dawa_cost and dawa_costs: noise-free least score over every tiling
+
+
+_HUGE = 1e9  # noise of scale ~ 2/ε: far below every gap between distinct tiling scores
+_PRICES = st.sampled_from([0.0, 0.5, 1.0, 3.0])
+_EPS2 = st.sampled_from([0.3, 1.0, 4.0])
+_EPS = st.sampled_from([0.5, 1.0, 2.5])
+_GUARD = st.sampled_from([0.0, 0.25, 1.0, 2.2])
+
+
+@given(
+    st.lists(st.integers(0, 12), min_size=1, max_size=8), _EPS, _EPS2, _PRICES, _GUARD,
+    st.sampled_from([None, 1, 2, 4, 8]),
+)
+@settings(max_examples=80, deadline=None, database=None)
+def test_dawa_cost_is_the_least_score_over_all_tilings(x, epsilon, epsilon2, penalty, guard, max_length):
+    cap = _default_length(len(x)) if max_length is None else max_length
+    low, _ = _optimum(x, penalty / epsilon2, guard * 2.0 / epsilon, cap)
+    got = dawa_cost(x, epsilon, epsilon2, penalty=penalty, guard=guard, max_length=max_length)
+    assert isinstance(got, float)
+    assert got == pytest.approx(low, rel=1e-12, abs=1e-12)
+
+
+def test_dawa_cost_known_values():
+    # one flat bucket: one piece, one bucket price and a bucket guard of 3.5·2/ε
+    assert dawa_cost([4, 4, 4, 4], 2.0, 0.5) == pytest.approx(0 + 1 / 0.5 + 3.5 * 2 / 2.0)
+    assert dawa_cost([4, 4, 4, 4], 2.0, 0.5, guard=0.0) == pytest.approx(2.0)
+    assert dawa_cost([4, 4, 4, 4], 2.0, 0.5, penalty=0.0, guard=0.0) == 0.0
+    # a spike at cell 0 in front of 5 flat cells: the suffix [1, 6) as one bucket (not dyadic)
+    x = [30, 0, 0, 0, 0, 0]
+    assert dawa_cost(x, 1.0, 1.0, max_length=8) == pytest.approx(2 * 1.0 + 2 * 3.5 * 2.0)
+    # four buckets of two cells, one run piece: 4 prices and a run guard of (5 + 0.25·2)·2/ε
+    x = [0, 0, 9, 9, 0, 0, 5, 5]
+    assert dawa_cost(x, 1.0, 1.0, max_length=2) == pytest.approx(4 + (5.0 + 0.25 * 2) * 2)
+
+
+@given(st.lists(st.integers(0, 12), min_size=1, max_size=8), _EPS, _EPS2, _PRICES)
+@settings(max_examples=30, deadline=None, database=None)
+def test_dawa_costs_one_value_per_guard_and_defaults(x, epsilon, epsilon2, penalty):
+    cap = _default_length(len(x))
+    guards = (0.0, 0.5, 3)
+    got = dawa_costs(x, epsilon, epsilon2, penalty=penalty, guards=guards)
+    assert got.shape == (3,)
+    for g, value in zip(guards, got):
+        assert value == pytest.approx(_optimum(x, penalty / epsilon2, g * 2.0 / epsilon, cap)[0], rel=1e-12, abs=1e-12)
+    defaults = dawa_costs(x, epsilon, epsilon2)
+    expected = [_optimum(x, 1.0 / epsilon2, g * 2.0 / epsilon, cap)[0] for g in (0.0, 1.0)]
+    assert defaults == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    assert dawa_cost(x, epsilon, epsilon2) == pytest.approx(expected[1], rel=1e-12, abs=1e-12)
+    assert dawa_costs(x, epsilon, epsilon2, guards=2.0) == pytest.approx(
+        [_optimum(x, 1.0 / epsilon2, 4.0 / epsilon, cap)[0]], rel=1e-12, abs=1e-12
+    )
+
+
+def test_dawa_cost_targeted_pieces():
+    """Cases whose optimum is a single kind of piece, each checked against the brute force."""
+    cases = [
+        # suffix runs with a rest bucket at the domain's end, and without one
+        ([0, 0, 0, 0, 2, 9, 0, 7], 1.0, 0.2, 2),
+        ([5, 0, 0, 9, 9, 0, 0, 4], 1.0, 0.2, 2),
+        ([1, 8, 8, 0, 0, 3, 3, 0], 1.0, 0.3, 2),
+        ([3, 9, 1, 0, 0, 0, 0, 0], 0.5, 1.0, 8),
+        ([0, 0, 0, 0, 0, 1, 9, 3], 0.5, 1.0, 8),
+        ([9, 0, 0, 0, 0, 0, 0, 0], 0.5, 1.0, 8),
+        ([0, 0, 0, 0, 0, 0, 0, 9], 0.5, 1.0, 8),
+        ([0, 0, 7, 7, 7, 7, 7, 7], 0.5, 1.0, 8),
+        ([0, 1, 2, 3, 4, 5, 6, 7], 3.0, 0.5, 4),
+        ([6, 0, 6, 0, 6, 0, 6], 1.0, 0.1, 4),
+        ([1, 9, 2, 8, 3, 7, 4], 2.0, 0.05, 2),
+        ([1, 1, 1, 5, 9, 9, 9], 1.0, 1.0, 4),
+    ]
+    for x, epsilon, epsilon2, max_length in cases:
+        for guard in (0.0, 1.0, 3.0):
+            for penalty in (0.5, 2.0):
+                low, _ = _optimum(x, penalty / epsilon2, guard * 2.0 / epsilon, max_length)
+                got = dawa_cost(x, epsilon, epsilon2, penalty=penalty, guard=guard, max_length=max_length)
+                assert got == pytest.approx(low, rel=1e-12, abs=1e-12), (x, guard, penalty)
+
+
+@pytest.mark.parametrize(
+    "x, epsilon2, guard, max_length",
+    [
+        ([2, 1, 2, 2, 5, 1, 5], 1.0, 0.25, 4),  # the optimum uses a suffix run with no rest bucket
+        ([5, 0, 4, 0, 5, 3, 3], 0.3, 0.25, 2),  # the optimum uses a prefix run with no rest bucket
+        ([5, 0, 9, 9, 0, 0, 3, 3], 1.0, 0.25, 2),  # two single cells, then the suffix run [2, 8)
+        ([3, 3, 0, 0, 9, 9, 0, 5], 1.0, 0.25, 2),  # the prefix run [0, 6), then two single cells
+    ],
+)
+def test_dawa_cost_end_runs_without_a_rest_bucket(x, epsilon2, guard, max_length):
+    low, _ = _optimum(x, 1.0 / epsilon2, guard * 2.0, max_length)
+    assert dawa_cost(x, 1.0, epsilon2, guard=guard, max_length=max_length) == pytest.approx(low, rel=1e-12, abs=1e-12)
+    _, optimal = _optimum(x, 1.0 / epsilon2, guard * 2.0, max_length)
+    labels = dawa_partition(x, _HUGE, epsilon2, np.random.default_rng(0), guard=guard * _HUGE, max_length=max_length)
+    assert tuple(labels.tolist()) in optimal
+
+
+# --------------------------------------------------------------------------------------------
+# dawa_partition: with huge ε the noisy minimum is the noiseless one
+
+
+@given(
+    st.lists(st.integers(0, 12), min_size=1, max_size=8), st.sampled_from([0.2, 1.0, 3.0]),
+    st.sampled_from([None, 0.0, 0.6, 2.0]), st.sampled_from([0.0, 0.4, 1.5, 4.0]),
+    st.sampled_from([None, 1, 2, 4, 8]), st.integers(0, 2**16),
+)
+@settings(max_examples=80, deadline=None, database=None)
+def test_dawa_partition_with_huge_epsilon_is_the_least_score_tiling(x, epsilon2, penalty, unit, max_length, seed):
+    cap = _default_length(len(x)) if max_length is None else max_length
+    kwargs = {} if penalty is None else {"penalty": penalty}
+    price = (1.0 if penalty is None else penalty) / epsilon2
+    labels = dawa_partition(
+        x, _HUGE, epsilon2, np.random.default_rng(seed), guard=unit * _HUGE / 2.0, max_length=max_length, **kwargs
+    )
+    assert labels.dtype == np.int64 and labels.shape == (len(x),)
+    _, optimal = _optimum(x, price, unit, cap)
+    assert tuple(labels.tolist()) in optimal
+
+
+def test_dawa_partition_with_huge_epsilon_targeted():
+    """Structures that only one kind of piece isolates cheaply, each checked against brute force."""
+    cases = [
+        ([30, 0, 0, 0, 0, 0, 0, 0], 1.0, 1.0, 8),  # spike at 0, then the suffix [1, 8) as one bucket
+        ([0, 0, 0, 0, 0, 0, 0, 30], 1.0, 1.0, 8),  # the prefix [0, 7) as one bucket
+        ([0, 0, 0, 0, 2, 9, 0, 7], 0.2, 1.0, 2),
+        ([5, 0, 0, 9, 9, 0, 0, 4], 0.2, 1.0, 2),
+        ([1, 8, 8, 0, 0, 3, 3, 0], 0.3, 1.0, 2),
+        ([0, 9, 0, 9, 0, 9, 0, 9], 0.1, 0.5, 1),
+        ([1, 9, 2, 8, 3, 7, 4], 0.05, 2.0, 2),
+        ([0, 0, 7, 7, 7, 7, 7, 7], 1.0, 1.0, 8),
+        ([7, 7, 7, 7, 7, 7, 0, 0], 1.0, 1.0, 8),
+        ([0, 4, 4, 4, 4, 4, 4, 4], 1.0, 1.0, 2),
+        ([4, 4, 4, 4, 4, 4, 4, 0], 1.0, 1.0, 2),
+        ([0, 0, 5, 5, 0, 0, 5, 5], 0.1, 3.0, 2),
+        ([2, 0, 0, 5, 5, 0, 0, 5], 0.1, 3.0, 2),
+        ([0, 3, 3, 3, 3, 6, 6, 6], 0.5, 2.0, 4),
+    ]
+    rng = np.random.default_rng(2014)
+    for x, epsilon2, unit, max_length in cases:
+        for scale in (0.25, 1.0, 4.0):
+            labels = dawa_partition(x, _HUGE, epsilon2, rng, guard=unit * scale * _HUGE / 2.0, max_length=max_length)
+            _, optimal = _optimum(x, 1.0 / epsilon2, unit * scale, max_length)
+            assert tuple(labels.tolist()) in optimal, (x, epsilon2, unit * scale, max_length)
+
+
+def test_dawa_partition_isolates_a_spike_next_to_a_flat_rest():
+    labels = dawa_partition([40] + [0] * 7, _HUGE, 1.0, np.random.default_rng(1), guard=_HUGE / 2.0, max_length=8)
+    assert labels.tolist() == [0, 1, 1, 1, 1, 1, 1, 1]
+    labels = dawa_partition([0] * 7 + [40], _HUGE, 1.0, np.random.default_rng(1), guard=_HUGE / 2.0, max_length=8)
+    assert labels.tolist() == [0, 0, 0, 0, 0, 0, 0, 1]
+    # a run of single cells where the data alternate
+    labels = dawa_partition([0, 9, 0, 9, 0, 9, 0, 9], _HUGE, 1.0, np.random.default_rng(1), guard=_HUGE / 2.0)
+    assert labels.tolist() == list(range(8))
+
+
+def test_noiseless_tiling_tie_rules_prefer_fewer_buckets_and_longer_pieces():
+    # every tiling of zeros scores 0 with no price and no guard: the whole domain, one bucket
+    pieces = P._DawaPieces(np.zeros(8, dtype=np.int64), None)
+    chosen, value = pieces.tiling(0.0, 0.0, None)
+    assert value == 0.0
+    assert pieces.labels(chosen).tolist() == [0] * 8
+    pieces = P._DawaPieces(np.zeros(8, dtype=np.int64), 2)
+    assert pieces.labels(pieces.tiling(0.0, 0.0, None)[0]).tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    # the tiling's labels are those of a least-score tiling of the brute force
+    x = np.array([0, 0, 7, 7, 7, 7, 7, 7])
+    pieces = P._DawaPieces(x, 2)
+    chosen, value = pieces.tiling(1.0, 1.0, None)
+    low, optimal = _optimum(x.tolist(), 1.0, 1.0, 2)
+    assert value == pytest.approx(low) and tuple(pieces.labels(chosen).tolist()) in optimal
+
+
+def test_dawa_partition_accepts_the_largest_domain():
+    pieces = P._DawaPieces(np.zeros(MAX_DAWA, dtype=np.int64), 1)
+    assert pieces.k == MAX_DAWA
+    with pytest.raises(ValueError, match=rf"^dawa_partition handles up to {MAX_DAWA} cells, got {MAX_DAWA + 1}$"):
+        dawa_cost(np.zeros(MAX_DAWA + 1, dtype=np.int64), 1.0, 1.0)
+    with pytest.raises(ValueError, match=rf"^dawa_partition handles up to {MAX_DAWA} cells, got {MAX_DAWA + 1}$"):
+        dawa_partition(np.zeros(MAX_DAWA + 1, dtype=np.int64), 1.0, 1.0, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize(
+    "k, expected",
+    [(1, 1), (2, 2), (3, 2), (15, 8), (16, 16), (17, 16), (100, 16), (511, 16), (512, 16), (1023, 16),
+     (1024, 32), (1056, 32), (2047, 32), (2048, 64), (2**16, 2048)],
+)
+def test_default_max_length(k, expected):
+    assert P._default_max_length(k) == expected
+    assert isinstance(P._default_max_length(k), int)
+
+
+def test_default_max_length_caps_the_buckets_of_dawa_cost():
+    # 40 cells of one value: with the cap 32 (from K/32 at least 16 → 16) one bucket cannot hold them
+    x = [3] * 40
+    assert dawa_cost(x, 1.0, 1.0, guard=0.0) == pytest.approx(dawa_cost(x, 1.0, 1.0, guard=0.0, max_length=16))
+    assert dawa_cost(x, 1.0, 1.0, guard=0.0) > dawa_cost(x, 1.0, 1.0, guard=0.0, max_length=64)
+
+
+# --------------------------------------------------------------------------------------------
+# report-noisy-min noise
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 7.5])
+@pytest.mark.parametrize("delta", [1.0, 2.0])
+def test_report_noisy_min_scale(epsilon, delta):
+    grid = 2.0**-19
+    scale = (delta / grid + 2.0) / (epsilon * (1.0 / grid + 0.5))
+    values = np.arange(6, dtype=np.int64)
+    got = P._report_noisy_min_scores(values, delta, epsilon, np.random.default_rng(11))
+    expected = add_laplace(values.astype(np.float64), scale, np.random.default_rng(11), sensitivity=12.0, integer=False)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, expected)
+    # the scale is δ/ε up to a factor 1 + 2^-19, seen in a large sample's mean absolute noise
+    sample = P._report_noisy_min_scores(np.zeros(40_000), delta, epsilon, np.random.default_rng(5))
+    assert np.mean(np.abs(sample)) == pytest.approx(delta / epsilon, rel=0.03)
+
+
+def test_dawa_partition_noise_is_delta_one_for_single_cell_pieces(monkeypatch):
+    original = P._report_noisy_min_scores
+    calls = []
+
+    def recorder(values, delta, epsilon, gen):
+        calls.append((values.size, delta, epsilon))
+        return original(values, delta, epsilon, gen)
+
+    monkeypatch.setattr(P, "_report_noisy_min_scores", recorder)
+    for k, max_length in [(8, None), (7, 2), (5, 1)]:
+        calls.clear()
+        x = np.random.default_rng(k).integers(0, 9, size=k)
+        dawa_partition(x, 0.7, 1.0, np.random.default_rng(0), max_length=max_length)
+        cap = _default_length(k) if max_length is None else max_length
+        pieces = _pieces(k, cap)
+        singles = sum(1 for _, single in pieces if single)
+        assert sum(n for n, delta, _ in calls if delta == 1.0) == singles
+        assert sum(n for n, delta, _ in calls if delta == 2.0) == len(pieces) - singles
+        assert {delta for _, delta, _ in calls} <= {1.0, 2.0}
+        assert {epsilon for _, _, epsilon in calls} == {0.7}
+
+
+# --------------------------------------------------------------------------------------------
+# argument checks
+
+
+_X = [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"epsilon": 0}, ValueError, r"^epsilon must be a finite number > 0, got 0$"),
+        ({"epsilon": "1"}, TypeError, r"^epsilon must be a real number > 0"),
+        ({"epsilon2": -1.0}, ValueError, r"^epsilon2 must be a finite number > 0, got -1\.0$"),
+        ({"epsilon2": None}, TypeError, r"^epsilon2 must be a real number > 0"),
+        ({"penalty": -1.0}, ValueError, r"^penalty must be >= 0, got -1\.0$"),
+        ({"penalty": "1"}, TypeError, r"^penalty must be a real number"),
+        ({"max_length": 0}, ValueError, r"^max_length must be an integer >= 1, got 0$"),
+        ({"max_length": 2.0}, TypeError, r"^max_length must be an integer, got 2\.0 \(float\)$"),
+        ({"x": [[1, 2], [3, 4]]}, ValueError, r"^x must be a non-empty 1-D histogram, got shape \(2, 2\)$"),
+        ({"x": []}, ValueError, r"^x must be a non-empty 1-D histogram, got shape \(0,\)$"),
+    ],
+)
+@pytest.mark.parametrize("which", ["partition", "cost", "costs"])
+def test_dawa_arguments_are_checked_by_name(kwargs, error, message, which):
+    args = {"x": _X, "epsilon": 1.0, "epsilon2": 1.0, **kwargs}
+    x, epsilon, epsilon2 = args.pop("x"), args.pop("epsilon"), args.pop("epsilon2")
+    with pytest.raises(error, match=message):
+        if which == "partition":
+            dawa_partition(x, epsilon, epsilon2, np.random.default_rng(0), **args)
+        elif which == "cost":
+            dawa_cost(x, epsilon, epsilon2, **args)
+        else:
+            dawa_costs(x, epsilon, epsilon2, **args)
+
+
+def test_guard_arguments_are_checked_by_name():
+    with pytest.raises(ValueError, match=r"^guard must be >= 0, got -0\.5$"):
+        dawa_partition(_X, 1.0, 1.0, np.random.default_rng(0), guard=-0.5)
+    with pytest.raises(TypeError, match=r"^guard must be a real number"):
+        dawa_partition(_X, 1.0, 1.0, np.random.default_rng(0), guard=None)
+    with pytest.raises(ValueError, match=r"^guard must be >= 0, got -0\.5$"):
+        dawa_cost(_X, 1.0, 1.0, guard=-0.5)
+    with pytest.raises(ValueError, match=r"^guards must be >= 0, got -0\.5$"):
+        dawa_costs(_X, 1.0, 1.0, guards=(1.0, -0.5))
+
+
+@pytest.mark.parametrize("guards", [(True,), ("1",), (1 + 0j,), [[1.0], [None]], (True, 2.0), (0.5, "2")])
+def test_guards_that_are_not_real_numbers_are_refused_as_given(guards):
+    with pytest.raises(TypeError, match=r"^guards must be a real number, got "):
+        dawa_costs(_X, 1.0, 1.0, guards=guards)
+
+
+@pytest.mark.parametrize("guard", [True, "1", 1 + 0j, None])
+def test_a_guard_that_is_not_a_real_number_is_refused_by_name(guard):
+    with pytest.raises(TypeError, match=r"^guard must be a real number, got "):
+        dawa_cost(_X, 1.0, 1.0, guard=guard)
+
+
+def test_zero_penalty_guard_and_unit_max_length_are_accepted():
+    rng = np.random.default_rng(3)
+    labels = dawa_partition([0, 5, 0, 5], 1.0, 1.0, rng, penalty=0.0, guard=0.0, max_length=1)
+    assert labels.tolist() == [0, 1, 2, 3]  # buckets of one cell only
+    assert dawa_cost([0, 5, 0, 5], 1.0, 1.0, penalty=0.0, guard=0.0, max_length=1) == 0.0
+    assert dawa_costs([0, 5, 0, 5], 1.0, 1.0, penalty=0.0, guards=(0.0,)).tolist() == [0.0]
+    assert dawa_costs([0, 5, 0, 5], 1.0, 1.0, penalty=0.5, guards=[0]).tolist() == [2.0]
+    assert dawa_partition([4], 1.0, 1.0, rng).tolist() == [0]
+    assert dawa_cost([4], 1.0, 1.0) == pytest.approx(1.0 + 3.5 * 2.0)
