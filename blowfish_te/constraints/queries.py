@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import as_array, check_histogram, check_shape
+from .._validation import as_array, check_histogram, check_index_array, check_shape
 from ..errors import ConstraintError
 from ..workloads import marginals as marginal_queries
 from ..workloads import rects
@@ -32,6 +32,8 @@ def _query_matrix(shape: tuple[int, ...], queries) -> sp.csr_array:
         matrix = sp.csr_array(queries, dtype=np.float64, copy=True)
         if matrix.shape[1] != k:
             raise ValueError(f"queries must have one column per cell ({k}), got shape {matrix.shape}")
+        if matrix.shape[0] == 0:
+            raise ValueError("queries must hold at least one count query")
         values = matrix.data
         if values.size and not np.all((values == 0) | (values == 1)):
             raise ValueError("queries must be 0/1: a count query counts each record once or not at all")
@@ -164,7 +166,9 @@ class Constraints:
 
     def subset(self, rows) -> Constraints:
         """The queries ``rows`` (indices) as their own constraints (no closed-form structure)."""
-        rows = np.asarray(rows, dtype=np.int64)
+        rows = check_index_array(rows, "rows", self.num_queries - 1)
+        if rows.size == 0:
+            raise ValueError("rows must name at least one query")
         return Constraints(self.shape, self.matrix[rows], names=[self.names[i] for i in rows],
                            counts=None if self.counts is None else self.counts[rows],
                            scopes=[self.scopes[i] for i in rows])
