@@ -6,6 +6,7 @@ import atexit
 import itertools
 import math
 import os
+import re
 import shutil
 import tempfile
 
@@ -222,3 +223,8 @@ def replayed_runs(monkeypatch, run, x, neighbours, modules) -> list:
 def worst_replayed_cost(monkeypatch, run, x, neighbours, modules) -> float:
     """The largest :func:`replayed_runs` cost over ``neighbours``."""
     return max(replay.cost for replay in replayed_runs(monkeypatch, run, x, neighbours, modules))
+
+
+def exactly(message: str) -> str:
+    """A ``pytest.raises(match=...)`` pattern that matches ``message`` and nothing more."""
+    return "^" + re.escape(message) + "$"

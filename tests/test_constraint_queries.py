@@ -5,7 +5,6 @@ every refusal matched word for word. The matrix Q decides the policy graph and s
 a wrong row here is a wrong privacy guarantee downstream."""
 
 import itertools
-import re
 
 import numpy as np
 import pytest
@@ -14,9 +13,7 @@ import scipy.sparse as sp
 from blowfish_te.constraints import Constraints, count_queries, known_total, marginals, rectangles
 from blowfish_te.errors import ConstraintError
 
-
-def _exactly(message):
-    return "^" + re.escape(message) + "$"
+from conftest import exactly
 
 
 def _cells(shape):
@@ -60,25 +57,25 @@ def test_a_matrix_is_kept_as_float_0_1_with_its_zeros_dropped(dtype):
 
 def test_queries_are_refused_by_name():
     k = 6
-    with pytest.raises(ValueError, match=_exactly("queries must have one column per cell (6), got shape (2, 7)")):
+    with pytest.raises(ValueError, match=exactly("queries must have one column per cell (6), got shape (2, 7)")):
         Constraints((2, 3), sp.csr_array(np.ones((2, 7))))
-    with pytest.raises(ValueError, match=_exactly("queries must be 0/1: a count query counts each record once or not at all")):
+    with pytest.raises(ValueError, match=exactly("queries must be 0/1: a count query counts each record once or not at all")):
         Constraints((2, 3), sp.csr_array(np.full((1, k), 2.0)))
     for bad in (5, None, "012"):
-        with pytest.raises(TypeError, match=_exactly(f"queries must be a 0/1 matrix or a sequence of cell sets, got {type(bad).__name__}")):
+        with pytest.raises(TypeError, match=exactly(f"queries must be a 0/1 matrix or a sequence of cell sets, got {type(bad).__name__}")):
             Constraints((2, 3), bad)
-    with pytest.raises(ValueError, match=_exactly("queries[1] is a boolean mask of shape (3, 2); masks must have the domain's shape (2, 3)")):
+    with pytest.raises(ValueError, match=exactly("queries[1] is a boolean mask of shape (3, 2); masks must have the domain's shape (2, 3)")):
         Constraints((2, 3), [[0], np.ones((3, 2), dtype=bool)])
-    with pytest.raises(TypeError, match=_exactly("queries[0] must hold integer cell indices or be a boolean mask, got dtype float64")):
+    with pytest.raises(TypeError, match=exactly("queries[0] must hold integer cell indices or be a boolean mask, got dtype float64")):
         Constraints((2, 3), [[0.0, 1.0]])
     for empty in ([], sp.csr_array((0, k)), np.zeros((0, k))):
-        with pytest.raises(ValueError, match=_exactly("queries must hold at least one count query")):
+        with pytest.raises(ValueError, match=exactly("queries must hold at least one count query")):
             Constraints((2, 3), empty)
 
 
 @pytest.mark.parametrize("cells, bad", [([0, 6], 6), ([0, 1, 9], 9), ([-1, 3], -1), ([-2, -1, 6], -2), ([0, 5, 6], 6)])
 def test_cells_outside_the_domain_are_named(cells, bad):
-    with pytest.raises(ValueError, match=_exactly(f"queries[1] holds cell {bad}, outside the domain's cells 0..5")):
+    with pytest.raises(ValueError, match=exactly(f"queries[1] holds cell {bad}, outside the domain's cells 0..5")):
         Constraints((2, 3), [[0], cells])
     assert _dense(Constraints((2, 3), [[0, 5]])).tolist() == [[1, 0, 0, 0, 0, 1]]  # both ends are inside
 
@@ -87,9 +84,9 @@ def test_names():
     c = count_queries((3,), [[0], [1, 2]], names=["left", "right"])
     assert c.names == ("left", "right")
     for bad in (["only"], ["a", "b", "c"], ["a", 2]):
-        with pytest.raises(ValueError, match=_exactly(f"names must be 2 strings, one per query, got {bad!r}")):
+        with pytest.raises(ValueError, match=exactly(f"names must be 2 strings, one per query, got {bad!r}")):
             Constraints((3,), [[0], [1, 2]], names=bad)
-    with pytest.raises(ValueError, match=_exactly("names must be distinct")):
+    with pytest.raises(ValueError, match=exactly("names must be distinct")):
         Constraints((3,), [[0], [1, 2]], names=["a", "a"])
 
 
@@ -105,12 +102,12 @@ def test_counts_are_kept_as_int64_and_zero_is_a_count():
 @pytest.mark.parametrize("counts", [[1.5, 2], [-1, 2], [np.nan, 1], [np.inf, 1]])
 def test_counts_that_no_count_query_can_answer_are_refused(counts):
     shown = np.asarray(counts, dtype=float).tolist()
-    with pytest.raises(ValueError, match=_exactly(f"counts must be non-negative integers (answers of count queries), got {shown}")):
+    with pytest.raises(ValueError, match=exactly(f"counts must be non-negative integers (answers of count queries), got {shown}")):
         count_queries((3,), [[0], [1, 2]], counts=counts)
 
 
 def test_counts_of_the_wrong_size_or_kind_are_refused():
-    with pytest.raises(ValueError, match=_exactly("counts must hold one answer per query (2), got 3")):
+    with pytest.raises(ValueError, match=exactly("counts must hold one answer per query (2), got 3")):
         count_queries((3,), [[0], [1, 2]], counts=[1, 2, 3])
     with pytest.raises(TypeError, match="^counts must be an array, could not convert it: "):
         count_queries((3,), [[0], [1, 2]], counts=[[1, 2], [3]])
@@ -121,7 +118,7 @@ def test_evaluate_and_public_counts():
     x = np.array([[2, 1, 2], [3, 3, 0]])
     assert c.evaluate(x).dtype == np.int64 and c.evaluate(x).tolist() == [5, 6]
     assert c.public_counts(x.ravel()).tolist() == [5, 6]
-    with pytest.raises(ConstraintError, match=_exactly(
+    with pytest.raises(ConstraintError, match=exactly(
             "x does not satisfy the public constraint 'q1': it counts 7 records, the constraint says 6 (1 of 2 constraints differ)")):
         c.public_counts([[2, 1, 2], [4, 3, 0]])
     free = count_queries((2, 3), [[0, 4], [1, 2, 3]])
@@ -145,12 +142,12 @@ def test_scopes_are_frozen_record_sets():
 
 
 def test_scopes_are_refused_by_name():
-    with pytest.raises(ValueError, match=_exactly("scopes must give one record-id set (or None) per query (2), got 1")):
+    with pytest.raises(ValueError, match=exactly("scopes must give one record-id set (or None) per query (2), got 1")):
         count_queries((3,), [[0], [1]], scopes=[None])
     for bad in (5, "ab", b"ab"):
-        with pytest.raises(TypeError, match=_exactly(f"scopes[1] must be a collection of record ids or None, got {type(bad).__name__}")):
+        with pytest.raises(TypeError, match=exactly(f"scopes[1] must be a collection of record ids or None, got {type(bad).__name__}")):
             count_queries((3,), [[0], [1]], scopes=[None, bad])
-    with pytest.raises(ValueError, match=_exactly("scopes[0] is empty: a query that counts nobody constrains nothing")):
+    with pytest.raises(ValueError, match=exactly("scopes[0] is empty: a query that counts nobody constrains nothing")):
         count_queries((3,), [[0], [1]], scopes=[set(), None])
 
 
@@ -168,13 +165,13 @@ def test_adding_constraints_stacks_everything():
     assert (count_queries((2, 2), [[0]]).__add__(3)) is NotImplemented
     with pytest.raises(TypeError):
         count_queries((2, 2), [[0]]) + 3
-    with pytest.raises(ValueError, match=_exactly("cannot combine constraints over (2, 2) and (4,)")):
+    with pytest.raises(ValueError, match=exactly("cannot combine constraints over (2, 2) and (4,)")):
         a + count_queries((4,), [[0]], names=["z"])
-    with pytest.raises(ValueError, match=_exactly("combine constraints that both give their counts, or neither")):
+    with pytest.raises(ValueError, match=exactly("combine constraints that both give their counts, or neither")):
         a + count_queries((2, 2), [[0]], names=["z"])
-    with pytest.raises(ValueError, match=_exactly("combine constraints that both give their counts, or neither")):
+    with pytest.raises(ValueError, match=exactly("combine constraints that both give their counts, or neither")):
         count_queries((2, 2), [[0]], names=["z"]) + a
-    with pytest.raises(ValueError, match=_exactly("names must be distinct")):
+    with pytest.raises(ValueError, match=exactly("names must be distinct")):
         a + a
 
 
@@ -197,7 +194,7 @@ def test_subset_keeps_the_rows_names_counts_and_scopes():
     ([], ValueError, "rows must name at least one query"),
 ])
 def test_subset_rows_are_refused_by_name(rows, error, message):
-    with pytest.raises(error, match=_exactly(message)):
+    with pytest.raises(error, match=exactly(message)):
         count_queries((4,), [[0], [1]]).subset(rows)
 
 
@@ -238,12 +235,12 @@ def test_marginal_counts_and_names():
 @pytest.mark.parametrize("axes, shown", [((0, 2), "(0, 2)"), ((0, 0), "(0, 0)"), ((-1,), "(-1,)"), ([(1,), (1, 1)], "(1, 1)"),
                                          ((5,), "(5,)")])
 def test_marginal_axes_are_refused_by_name(axes, shown):
-    with pytest.raises(ValueError, match=_exactly(f"marginal axes must be distinct attribute indices in 0..1, got {shown}")):
+    with pytest.raises(ValueError, match=exactly(f"marginal axes must be distinct attribute indices in 0..1, got {shown}")):
         marginals((2, 3), axes)
 
 
 def test_no_marginal_is_refused():
-    with pytest.raises(ValueError, match=_exactly("axes must name at least one marginal")):
+    with pytest.raises(ValueError, match=exactly("axes must name at least one marginal")):
         marginals((2, 3), [])
 
 
@@ -273,7 +270,7 @@ def test_rectangles_in_one_dimension_take_either_shape(lo, hi):
 
 
 def test_rectangles_are_refused_by_name():
-    with pytest.raises(ValueError, match=_exactly("lo and hi must both have shape (m, 2) for domain (4, 4), got (2,) and (2,)")):
+    with pytest.raises(ValueError, match=exactly("lo and hi must both have shape (m, 2) for domain (4, 4), got (2,) and (2,)")):
         rectangles((4, 4), [1, 2], [2, 3])
     with pytest.raises(TypeError, match="^lo must be an array, could not convert it: "):
         rectangles((4, 4), [[0, 1], [2]], [[1, 1], [2, 2]])

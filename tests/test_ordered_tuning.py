@@ -9,14 +9,14 @@ with one group, and the caches keyed by workload. The split changes accuracy onl
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from blowfish_te import policies
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import MECHANISMS
 from blowfish_te.mechanisms.ordered import FIT_SHARES, TunedOrderedHierarchical, ramp_width
+
+from conftest import exactly
 
 LOW, HIGH = FIT_SHARES
 HE_ET_AL = (None, None, None, None)
@@ -199,5 +199,5 @@ def test_nothing_measured_has_no_error():
 
 def test_measurements_refuse_a_grid_naming_the_mechanism():
     message = "ordered_hierarchical needs a 1-D ordered domain, got policy grid((2, 3), theta=1) of shape (2, 3)"
-    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+    with pytest.raises(ValueError, match=exactly(message)):
         MECHANISMS["ordered_hierarchical"]().measurements(wl.identity((2, 3)), policies.grid((2, 3)), 1.0)

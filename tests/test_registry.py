@@ -6,7 +6,6 @@ argument the caller never read."""
 from __future__ import annotations
 
 import importlib.metadata
-import re
 import subprocess
 import sys
 
@@ -16,9 +15,7 @@ from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import MECHANISMS, Identity, get_mechanism, mechanism_class
 from blowfish_te.mechanisms.base import ENTRY_POINT_GROUP, Registry, load_plugins
 
-
-def _exactly(message):
-    return "^" + re.escape(message) + "$"
+from conftest import exactly
 
 
 # -- the registry asks its loader for what it lacks ---------------------------------------------------
@@ -128,7 +125,7 @@ def test_mechanism_class_looks_up_the_named_plug_in_only(entry_points):
 @pytest.mark.parametrize("loaded, shown", [(lambda: 42, "42"), (lambda: len, repr(len))])
 def test_an_entry_point_that_is_not_a_mechanism_class_is_refused(entry_points, loaded, shown):
     entry_points([_Point("zz_bad", "pkg:bad", loaded)])
-    with pytest.raises(TypeError, match=_exactly(
+    with pytest.raises(TypeError, match=exactly(
             f"entry point 'zz_bad' (pkg:bad) must name a Mechanism class whose name is 'zz_bad', got {shown}")):
         load_plugins("zz_bad")
 
@@ -136,16 +133,16 @@ def test_an_entry_point_that_is_not_a_mechanism_class_is_refused(entry_points, l
 def test_an_entry_point_whose_class_has_another_name_is_refused(entry_points):
     misnamed = _plugin_class("zz_inner")
     entry_points([_Point("zz_outer", "pkg:Outer", lambda: misnamed)])
-    with pytest.raises(TypeError, match=_exactly(
+    with pytest.raises(TypeError, match=exactly(
             f"entry point 'zz_outer' (pkg:Outer) must name a Mechanism class whose name is 'zz_outer', got {misnamed!r}")):
         load_plugins("zz_outer")
     assert dict.get(MECHANISMS, "zz_inner") is None
 
 
 def test_names_that_are_not_strings_are_refused():
-    with pytest.raises(TypeError, match=_exactly("mechanism name must be a string, got int")):
+    with pytest.raises(TypeError, match=exactly("mechanism name must be a string, got int")):
         mechanism_class(3)
-    with pytest.raises(TypeError, match=_exactly("mechanism must be a name or a Mechanism instance, got float")):
+    with pytest.raises(TypeError, match=exactly("mechanism must be a name or a Mechanism instance, got float")):
         get_mechanism(3.5)
 
 

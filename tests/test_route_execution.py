@@ -7,8 +7,6 @@ Machanavajjhala, Ding, SIGMOD 2014)."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
@@ -20,9 +18,7 @@ from blowfish_te.mechanisms import MECHANISMS
 from blowfish_te.routes import Candidate, Outcome, plan_routes, rank_key
 from blowfish_te.strategies.marginals import marginal_table
 
-
-def _exactly(message):
-    return "^" + re.escape(message) + "$"
+from conftest import exactly
 
 
 def _mech(name, **kwargs):
@@ -84,8 +80,10 @@ class _Returns(MECHANISMS["identity"], register=False):
 
     name = "returns"
     routes = ("exact",)
-    outcome: Outcome = None
-    source: str | None = None
+
+    def __init__(self, outcome: Outcome, source: str | None = None):
+        self.outcome = outcome
+        self.source = source
 
     def measure(self, workload, x, epsilon, rng=None, policy=None):
         return self.outcome
@@ -94,24 +92,17 @@ class _Returns(MECHANISMS["identity"], register=False):
         return self.source
 
 
-def _returning(outcome, source=None):
-    mech = _Returns()
-    object.__setattr__(mech, "outcome", outcome)
-    object.__setattr__(mech, "source", source)
-    return mech
-
-
 def test_answers_of_the_wrong_shape_are_refused_naming_the_mechanism():
-    mech = _returning(Outcome(np.zeros(3), sensitivity=1.0))
-    with pytest.raises(ValueError, match=_exactly("mechanism 'returns' returned an array of shape (3,), expected (4,)")):
+    mech = _Returns(Outcome(np.zeros(3), sensitivity=1.0))
+    with pytest.raises(ValueError, match=exactly("mechanism 'returns' returned an array of shape (3,), expected (4,)")):
         bt.answer(wl.identity(4), np.ones(4, dtype=int), policies.line(4), 1.0, mech, rng=0)
-    mech = _returning(Outcome(np.array([1.0, np.nan, 0.0, 0.0]), sensitivity=1.0))
-    with pytest.raises(ValueError, match=_exactly("mechanism 'returns' returned non-finite answers")):
+    mech = _Returns(Outcome(np.array([1.0, np.nan, 0.0, 0.0]), sensitivity=1.0))
+    with pytest.raises(ValueError, match=exactly("mechanism 'returns' returned non-finite answers")):
         bt.answer(wl.identity(4), np.ones(4, dtype=int), policies.line(4), 1.0, mech, rng=0)
 
 
 def test_integer_answers_become_read_only_floats():
-    mech = _returning(Outcome([1, 2, 3, 4], sensitivity=1.0, unconstrained_answers=[4, 3, 2, 1]))
+    mech = _Returns(Outcome([1, 2, 3, 4], sensitivity=1.0, unconstrained_answers=[4, 3, 2, 1]))
     release = bt.answer(wl.identity(4), np.ones(4, dtype=int), policies.line(4), 1.0, mech, rng=0)
     assert release.answers.dtype == np.float64 and release.answers.tolist() == [1.0, 2.0, 3.0, 4.0]
     assert not release.answers.flags.writeable
@@ -120,7 +111,7 @@ def test_integer_answers_become_read_only_floats():
 
 
 def test_the_choice_lists_the_candidates_then_the_total_source_then_the_notes():
-    mech = _returning(Outcome(np.zeros(2), sensitivity=1.0, notes="the notes"), source="the source")
+    mech = _Returns(Outcome(np.zeros(2), sensitivity=1.0, notes="the notes"), source="the source")
     release = bt.answer(wl.identity(2), np.ones(2, dtype=int), policies.line(2), 1.0, mech, rng=0)
     assert release.choice == "auto: lowest analytic expected error; considered: exact 8; the source; the notes"
     both = _mech("identity")
@@ -148,7 +139,7 @@ def test_the_plan_cache_keeps_every_request_apart():
 
 
 def test_a_tree_that_is_neither_a_policy_nor_a_name_is_refused():
-    with pytest.raises(TypeError, match=_exactly("tree must be a forest Policy or a tree name, got int")):
+    with pytest.raises(TypeError, match=exactly("tree must be a forest Policy or a tree name, got int")):
         plan_routes(wl.prefix(4), policies.line(4), 1.0, _mech("identity"), tree=3)
 
 
@@ -156,7 +147,7 @@ def test_a_tree_that_is_neither_a_policy_nor_a_name_is_refused():
 def test_a_tree_with_the_exact_route_is_refused(tree):
     policy = policies.grid((2, 2))
     given = trees.named(policy, "bfs") if tree == "forest" else tree
-    with pytest.raises(ValueError, match=_exactly("tree= applies to the transform route, not to route='exact'")):
+    with pytest.raises(ValueError, match=exactly("tree= applies to the transform route, not to route='exact'")):
         plan_routes(wl.prefix(4), policy, 1.0, _mech("identity"), route="exact", tree=given)
 
 
@@ -185,14 +176,14 @@ def test_with_more_than_one_route_the_reason_is_the_ranking():
 
 
 def test_a_mechanism_without_the_requested_route_is_refused_with_its_routes():
-    with pytest.raises(ValueError, match=_exactly(
+    with pytest.raises(ValueError, match=exactly(
             "mechanism 'dawa' has no exact route: it gets the routes transform (the exact route is for linear "
             "data-independent mechanisms; this one is not a linear data-independent mechanism)")):
         plan_routes(wl.prefix(4), policies.line(4), 1.0, _mech("dawa"), route="exact")
 
 
 def test_a_data_dependent_mechanism_on_a_cyclic_policy_needs_a_tree():
-    with pytest.raises(CyclicPolicyError, match=_exactly(
+    with pytest.raises(CyclicPolicyError, match=exactly(
             "grid((2, 2), theta=1) has cycles and mechanism 'dawa' is data-dependent (no exact route, no analytic error "
             "to choose a tree by): pass a spanning tree, e.g. tree='bfs' or a forest policy, to run it at epsilon / "
             "stretch (an (ε/ℓ, T)-Blowfish mechanism is (ε, G)-Blowfish for ℓ the stretch)")):
@@ -243,12 +234,12 @@ def test_marginal_counts_are_checked_against_the_plan():
     needed = plan.marginals_read()
     counts = wl.MarginalCounts(shape, {s: marginal_table(x, shape, s) for s in needed})
     assert plan.check(counts) is counts
-    with pytest.raises(ValueError, match=_exactly(f"the marginal counts lack [(1,)], which this plan reads; count {list(needed)}")):
+    with pytest.raises(ValueError, match=exactly(f"the marginal counts lack [(1,)], which this plan reads; count {list(needed)}")):
         plan.check(wl.MarginalCounts(shape, {s: marginal_table(x, shape, s) for s in needed if s != (1,)}))
-    with pytest.raises(ValueError, match=_exactly("the marginal counts are over (3, 2), the policy over (2, 3)")):
+    with pytest.raises(ValueError, match=exactly("the marginal counts are over (3, 2), the policy over (2, 3)")):
         plan.check(wl.MarginalCounts((3, 2), {(0,): np.full(3, 2), (1,): np.full(2, 3)}))
     exact = plan_routes(w, policy, 1.0, _mech("identity"), route="exact")
-    with pytest.raises(ValueError, match=_exactly(
+    with pytest.raises(ValueError, match=exactly(
             "route exact needs the histogram, not marginal counts: give x, or plan a mechanism that measures marginals "
             "only (marginals, marginals_optimized)")):
         exact.check(counts)
