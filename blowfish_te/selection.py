@@ -1,24 +1,29 @@
-"""A private choice between a data-dependent partition and the plain release, made from noisy
-features of the data (Pythia: Kotsogiannis, Machanavajjhala, Hay, Miklau, SIGMOD 2017) and judged
-by DAWA's own cost model (Li, Hay, Miklau, Wang, PVLDB 2014).
+"""A private check before a data-dependent release: noisy features of the data (Pythia:
+Kotsogiannis, Machanavajjhala, Hay, Miklau, SIGMOD 2017), a fitted model of the data-dependent
+release's error against the plain release's (:class:`ErrorModel`), and the branch of lower
+predicted error.
 
-A private partition spends part of ε before any count is measured, and its resolution is that of
-its own budget: structure finer than a few times its noise is merged, and one merged spike costs
-its square in every query that cuts it. Where the data are large against the noise of the plain
-release, or uneven at the partition's resolution, the plain release — with its structure read
-back afterwards (:mod:`blowfish_te.smoothing`, post-processing) — is better. The features decide
-which, for a small share of ε:
+A private partition spends part of ε before any count is measured and resolves structure only at
+a few times its own noise; where the data are large against the noise of the plain release, or
+uneven at the partition's resolution, the plain release is better. Two features tell which, for
+a few % of ε:
 
 - the record total N (free when the policy discloses it), as the signal-to-noise scale N·ε/K;
-- DAWA's cost of the data without noise (:func:`blowfish_te.partitions.dawa_cost`) with and
-  without its guards, in units of K/ε (the plain release's L1 error): how much a partition could
-  save at all, and how much of that its own guard gives away.
+- DAWA's cost of the data without noise over aligned dyadic tilings
+  (:func:`blowfish_te.partitions.tree_cost`), in units of K/ε — the plain release's L1 error —:
+  how much of the plain release's error the best partition would still carry; and the same cost
+  with DAWA's guard on every block, whose excess over the first tells how much a private
+  partition, which pays its guards, gives away (spikes merged, or kept at the price of runs of
+  single cells).
 
 Each has L1 sensitivity 1 for a record added or removed (2 for a record moved along a policy
-edge), so Laplace noise of that scale over the feature's share is private; the rule
-(:func:`choose`) reads only the noisy values. Its constants were fixed by measurement on 18
-DPBench-style shapes across scales and ε (``benchmarks/adaptive_report.py``), with the noise of
-the features simulated, never on the data released.
+edge), so Laplace noise of that scale over the feature's share is private. The model predicts
+log(error ratio) of the partition over the plain branch the release would run (smoothed counts
+included) from the noisy features; the release partitions where the prediction is below 1, the
+point where the two branches' expected errors cross. The models' coefficients are
+data-independent constants, fitted by ``benchmarks/train_selection.py`` on the DPBench shapes
+over noisy copies of the features, as a release reads them (``blowfish_te/_selection_models.py``;
+docs/theory.md, "Data-dependent releases that never lose much to the plain release").
 """
 
 from __future__ import annotations
@@ -30,87 +35,55 @@ import numpy as np
 
 from ._validation import check_epsilon, check_int, check_real
 from .noise import add_laplace
-from .partitions import dawa_costs
+from .partitions import BUCKET_GUARD, tree_cost
 
-__all__ = ["Features", "Decision", "Rule", "HISTOGRAMS", "RANGES", "choose", "choose_for_ranges", "feature_stream", "total_share", "fit_share",
-           "FIT_FLOOR", "RANGES_SCALE_LOW"]
+__all__ = ["Features", "Decision", "ErrorModel", "measure", "decide", "error_model", "total_share", "cost_share",
+           "MODEL_SPLIT", "COST_FLOOR", "WORKLOAD_CLASSES"]
 
-#: The floor added to both costs when comparing them (costs near the noise are not compared).
-FIT_FLOOR = 0.05
-
-
-@dataclass(frozen=True)
-class Rule:
-    """Thresholds of :func:`choose` (each fixed by measurement, see the module docstring):
-    partition below N·ε/K = ``scale_low``; between it and ``scale_high``, partition when DAWA's
-    guarded cost is below ``guarded_max`` + ``guarded_slope``·log10(N·ε/K) of K/ε and
-    (guarded + f)/(unguarded + f) is below ``excess_max`` - ``excess_slope``·log10(N·ε/K),
-    f = ``floor`` (log10 of at least 0.1); otherwise the plain release, smoothed when
-    ``smoothing_fit`` is set and the unguarded cost is below it."""
-
-    scale_low: float
-    scale_high: float
-    guarded_max: float
-    excess_max: float
-    excess_slope: float = 0.0
-    floor: float = 0.05
-    smoothing_fit: float | None = None
-    guarded_slope: float = 0.0
-
-
-#: Histograms (1-D, or a grid along a curve), the plain release Laplace on every cell: calibrated
-#: on 18 DPBench-style shapes at N·ε/K from 2e-4 to 244, the features' noise simulated, for the
-#: fewest 5-seed means above 1.15 times the plain release or 1.1 times the unchecked partition's
-#: wins. The cost cap grows with N·ε/K (dense HEPTH at 2.4, cap 0.88, is better smoothed; smooth
-#: PATENT at 24, cap 0.98, keeps its partition) and the guards' allowance shrinks with it (a merged
-#: spike's bias grows with its square).
-HISTOGRAMS = Rule(scale_low=0.15, scale_high=30.0, guarded_max=0.84, guarded_slope=0.1, excess_max=1.7, excess_slope=0.15,
-                  floor=0.12, smoothing_fit=1.15)
-#: Prefix and range queries over a line, the plain release a hierarchy: the partition is cheap
-#: there (6–8 % of ε) and wins below N·ε/K = 30 on every shape measured; above, it loses where
-#: DAWA's guarded cost is high or its guards give much away (the floor tames the noise of the
-#: small costs of sparse data, where this decision matters most: NETTRACE's ranges at 10⁷
-#: records are 0.19 times the hierarchy's error with the partition). The excess allowance sits
-#: well above that of every winning shape measured (NETTRACE 1.13, salaries 1.24–1.29 without
-#: noise): at 1.35 the features' noise sent NETTRACE's ranges to the hierarchy in 15 % of
-#: releases, 1.8 times the better candidate's error on average. Without noise no decision moves
-#: (at 10⁷ records, ε = 0.1, no shape's excess lies between 1.32 and 1.55).
-RANGES = Rule(scale_low=30.0, scale_high=math.inf, guarded_max=0.8, excess_max=1.5, floor=0.15)
-#: Range queries over a grid: below this N·ε/K every data-dependent mechanism measured kept its gain.
-RANGES_SCALE_LOW = 0.01
-#: DAWA's split for the cost model: ε₁ = 0.25 ε for the partition, ε₂ = 0.75 ε for the totals.
-_MODEL_SPLIT = 0.25
+#: DAWA's split for the cost feature: the price of a bucket is 1/ε₂ with ε₂ = (1 - MODEL_SPLIT)·ε.
+MODEL_SPLIT = 0.25
+#: Added to the cost feature before its logarithm: costs below it are all "the partition is
+#: nearly free" (the feature's own noise is about a hundredth of K/ε at K = 4096).
+COST_FLOOR = 0.02
 
 
 def total_share(k: int) -> float:
     """The share of ε for the record total over ``k`` cells: 40/K within [0.002, 0.01] (the noise
-    of N·ε/K is then about 0.025 from K = 4096 on, a sixth of the lowest threshold; on smaller
-    domains the check costs at most 4 % of ε and decides more coarsely)."""
+    of N·ε/K is then about 0.025 from K = 4096 on; on smaller domains the check costs at most
+    2.5 % of ε and decides more coarsely)."""
     k = check_int(k, "k", minimum=1)
     return min(0.01, max(0.002, 40.0 / k))
 
 
-def fit_share(k: int, record_moves: int = 1) -> float:
-    """The share of ε for each of the two costs over ``k`` cells: 60/K within [0.005, 0.015] (the
-    noise of a cost is then about 1.6 % of K/ε from K = 4096 on), 1.5 times that when neighbours
-    move a record (the noise doubles, and the policy's total is usually public and free)."""
+def cost_share(k: int, record_moves: int = 1) -> float:
+    """The share of ε for each of the two costs over ``k`` cells: 40/K within [0.0025, 0.01] (its
+    noise is then about 2.5 % of K/ε from K = 4096 on), 1.5 times that when neighbours move a
+    record (the noise doubles, and the policy's total is usually public and free)."""
     k = check_int(k, "k", minimum=1)
     record_moves = check_int(record_moves, "record_moves", minimum=1, maximum=2)
-    return min(0.015, max(0.005, 60.0 / k)) * (1.5 if record_moves == 2 else 1.0)
+    return min(0.01, max(0.0025, 40.0 / k)) * (1.5 if record_moves == 2 else 1.0)
 
 
 @dataclass(frozen=True)
 class Features:
-    """Noisy features of a histogram: the record total, and — when they were measured — DAWA's
-    cost of the data without and with its guards, in units of K/ε; what they cost."""
+    """Noisy features of a histogram for a release at ``epsilon``: the record total and — when they
+    were measured — DAWA's cost of the data without and with its guards, in units of K/ε; what
+    they cost."""
 
     total: float
-    fit: float | None
-    guarded_fit: float | None
+    cost: float | None
     cells: int
     epsilon: float
     spent: float
     total_public: bool
+    guarded_cost: float | None = None
+
+    @property
+    def excess(self) -> float:
+        """(guarded cost + f)/(cost + f), f = :data:`COST_FLOOR`: what the guards add."""
+        if self.cost is None or self.guarded_cost is None:
+            raise ValueError("the guards' excess needs both costs; measure them (cost=True)")
+        return (max(self.guarded_cost, 0.0) + COST_FLOOR) / (max(self.cost, 0.0) + COST_FLOOR)
 
     @property
     def scale(self) -> float:
@@ -119,20 +92,117 @@ class Features:
 
     def describe(self) -> str:
         text = f"record total {self.total:.0f} ({'public' if self.total_public else 'noisy'}), N·ε/K = {self.scale:.3g}"
-        if self.fit is not None:
-            text += f", DAWA's cost without noise {self.fit:.3g}"
-        if self.guarded_fit is not None:
-            text += f" (with guards {self.guarded_fit:.3g})"
-        return text + f" of K/ε; features spent {self.spent:.3g}"
+        if self.cost is not None:
+            text += f", DAWA's cost {self.cost:.3g} of K/ε"
+        if self.guarded_cost is not None:
+            text += f" ({self.guarded_cost:.3g} with its guards)"
+        return text + f"; features spent {self.spent:.3g}"
+
+
+def measure(x, epsilon: float, gen, *, total: float | None = None, record_moves: int = 1, cost: bool = True,
+            total_budget: float | None = None) -> Features:
+    """Noisy features of histogram ``x`` (1-D, or a grid laid out along a curve) for a release at
+    ``epsilon``, drawn from ``gen``: the record total (``total`` when public, else Laplace at
+    ``total_budget``, by default :func:`total_share` of ε) and, with ``cost``,
+    :func:`~blowfish_te.partitions.tree_cost` at DAWA's price 1/ε₂, ε₂ = (1 - :data:`MODEL_SPLIT`)·ε,
+    without and with DAWA's guard on every block (BUCKET_GUARD·2/ε₁, ε₁ = MODEL_SPLIT·ε), each with
+    Laplace at :func:`cost_share` of ε.
+
+    Privacy: each feature has L1 sensitivity ``record_moves`` (1 for a record added or removed, 2
+    for one moved along a policy edge) and gets Laplace(``record_moves`` / its budget); the budgets
+    depend only on K and ε, so by sequential composition the features are (spent)-DP, resp.
+    (spent, G)-Blowfish for every policy G.
+    """
+    x = np.asarray(x).reshape(-1)
+    epsilon = check_epsilon(epsilon)
+    record_moves = check_int(record_moves, "record_moves", minimum=1, maximum=2)
+    k = x.size
+    if total is not None:
+        features = Features(float(check_real(total, "total", minimum=0)), None, k, epsilon, 0.0, True)
+    else:
+        budget = total_share(k) * epsilon if total_budget is None else check_real(total_budget, "total_budget", 0, epsilon,
+                                                                                  exclusive=True)
+        noisy = add_laplace(np.array([float(x.sum())]), record_moves / budget, gen, sensitivity=float(record_moves),
+                            integer=True)
+        features = Features(float(noisy[0]), None, k, epsilon, budget, False)
+    if not cost:
+        return features
+    budget = cost_share(k, record_moves) * epsilon
+    price, guard = 1.0 / ((1 - MODEL_SPLIT) * epsilon), BUCKET_GUARD * 2.0 / (MODEL_SPLIT * epsilon)
+    values = np.array([tree_cost(x, price), tree_cost(x, price, guard)])
+    # each cost has sensitivity record_moves: the pair's L1 sensitivity is twice that, at twice the budget
+    noisy = add_laplace(values, record_moves / budget, gen, sensitivity=2.0 * record_moves, integer=False) / (k / epsilon)
+    return replace(features, cost=float(noisy[0]), guarded_cost=float(noisy[1]), spent=features.spent + 2 * budget)
+
+
+@dataclass(frozen=True)
+class ErrorModel:
+    """A data-dependent release's error over the plain release's, both at the same ε, predicted
+    from noisy :class:`Features`: log10(ratio) = c₀ + c₁·s + c₂·c + c₃·s·c + c₄·s² + c₅·c² +
+    c₆·g + c₇·s·g, with s = log10(N·ε/K) clipped to [``scale_range``], c = log10(cost +
+    :data:`COST_FLOOR`), cost in units of K/ε clipped to [0, 2], and g = log10 of the guards'
+    excess (:attr:`Features.excess`) clipped to [0, ``excess_max``]. Fitted by least squares on
+    DPBench shapes across scales and ε (``benchmarks/train_selection.py``); ``scale_range`` and
+    ``excess_max`` bound the s and g it was fitted on (a quadratic surface is not extrapolated: a
+    larger value reads as the largest).
+
+    With ``cost_bound`` (histogram workloads) the prediction is at least the cost feature: DAWA's
+    cost in units of K/ε is the L1 error of the best partition without noise over the plain
+    release's L1 error K/ε (Li et al., PVLDB 2014, the cost of a bucket is its deviation plus
+    the noise of its total), and no private partition beats that optimum."""
+
+    name: str
+    coefficients: tuple[float, ...]
+    scale_range: tuple[float, float] = (-1.5, 4.0)
+    excess_max: float = 2.0
+    cost_bound: bool = False
+
+    def terms(self, features: Features) -> tuple[float, ...]:
+        """The surface's terms (1, s, c, s·c, s², c², g, s·g) for ``features``."""
+        if features.cost is None or features.guarded_cost is None:
+            raise ValueError(f"the {self.name} reads the cost features; measure them (cost=True)")
+        s = min(max(math.log10(max(features.scale, 1e-12)), self.scale_range[0]), self.scale_range[1])
+        c = math.log10(min(max(features.cost, 0.0), 2.0) + COST_FLOOR)
+        g = min(max(math.log10(features.excess), 0.0), self.excess_max)
+        return 1.0, s, c, s * c, s * s, c * c, g, s * g
+
+    def log_ratio(self, features: Features) -> float:
+        return float(sum(a * t for a, t in zip(self.coefficients, self.terms(features), strict=True)))
+
+    def predict(self, features: Features) -> float:
+        """The predicted ratio err(data-dependent) / err(plain)."""
+        ratio = 10.0 ** self.log_ratio(features)
+        return max(ratio, features.cost) if self.cost_bound else ratio
+
+
+#: The workload classes a model is fitted for: ``"cells"`` (histogram-like: a hierarchy gains
+#: little over Laplace on the cells) and ``"ranges"`` (prefixes, ranges, rectangles).
+WORKLOAD_CLASSES = ("cells", "ranges")
+
+
+def error_model(mechanism: str, ndim: int, workload_class: str) -> ErrorModel:
+    """The fitted model of ``mechanism``'s release on a ``ndim``-dimensional domain for a workload
+    of ``workload_class`` (:data:`WORKLOAD_CLASSES`)."""
+    from ._selection_models import COEFFICIENTS, EXCESS_MAX, SCALE_RANGES
+
+    if workload_class not in WORKLOAD_CLASSES:
+        raise ValueError(f"workload_class must be one of {WORKLOAD_CLASSES}, got {workload_class!r}")
+    key = (mechanism, int(ndim), workload_class)
+    if key not in COEFFICIENTS:
+        known = ", ".join(f"{m} ({d}-D {c})" for m, d, c in sorted(COEFFICIENTS))
+        raise ValueError(f"no error model is fitted for {mechanism} on {ndim}-D {workload_class} workloads; fitted: {known}")
+    return ErrorModel(f"{mechanism}'s {ndim}-D {workload_class} model", COEFFICIENTS[key], SCALE_RANGES[ndim], EXCESS_MAX,
+                      cost_bound=workload_class == "cells")
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What to release: ``"partition"`` (the data-dependent mechanism), ``"smooth"`` (the plain
-    release with its structure read back) or ``"plain"``; why; the features it read."""
+    """What to release: ``"partition"`` (the data-dependent release) or ``"plain"``; why; the
+    predicted error ratio (None when nothing was predicted) and the features it read."""
 
     route: str
     reason: str
+    predicted: float | None
     features: Features
 
     @property
@@ -140,115 +210,14 @@ class Decision:
         return self.features.spent
 
 
-def choose(x, epsilon: float, gen, *, total: float | None = None, record_moves: int = 1, rule: Rule = HISTOGRAMS) -> Decision:
-    """Measure features of histogram ``x`` (1-D, or a grid along a curve) for a release at
-    ``epsilon`` and decide by ``rule``:
-
-    1. the record total (``total`` when public, else Laplace at :func:`total_share` of ε); below
-       N·ε/K = ``rule.scale_low``, partition;
-    2. else DAWA's costs without and with guards, each at :func:`fit_share` of ε (only the first
-       at N·ε/K >= ``rule.scale_high``, where no partition is tried);
-    3. partition when the guarded cost is below ``rule.guarded_max`` and the guards' excess below
-       its allowance (:class:`Rule`): the partition gives little away at its own resolution, the
-       less the larger the data are against the noise (a merged structure's bias grows with its
-       square);
-    4. else the plain release, smoothed when the rule smooths and the unguarded cost is below
-       ``rule.smoothing_fit`` (above it every cell differs from its neighbours by more than the
-       noise).
-
-    The features draw from :func:`feature_stream` (a child stream of a numpy Generator).
-
-    Privacy: each measured feature has L1 sensitivity ``record_moves`` (1 for a record added or
-    removed, 2 for one moved along a policy edge: the total, and each cost by
-    :func:`~blowfish_te.partitions.dawa_cost`) and gets Laplace(``record_moves`` / its budget); the
-    budgets (and whether step 2 runs) depend only on K, ε and the noisy total, so by sequential
-    composition the features are (spent)-DP, resp. (spent, G)-Blowfish for every policy G.
-    """
-    if not isinstance(rule, Rule):
-        raise TypeError(f"rule must be a selection Rule, got {type(rule).__name__}")
-    gen = feature_stream(gen)
-    x = np.asarray(x).reshape(-1)
-    epsilon = check_epsilon(epsilon)
-    record_moves = check_int(record_moves, "record_moves", minimum=1, maximum=2)
-    features = _total_feature(x, epsilon, gen, total, record_moves)
-    scale = features.scale
-    if scale < rule.scale_low:
-        return Decision("partition", f"partition: N·ε/K {scale:.3g} < {rule.scale_low:g}", features)
-    guards = (0.0,) if scale >= rule.scale_high else (0.0, 1.0)
-    features = _cost_features(x, features, gen, guards, record_moves)
-    fit, guarded = features.fit, features.guarded_fit
-    why = f"N·ε/K {scale:.3g} >= {rule.scale_high:g}"
-    if guarded is not None:
-        excess = (guarded + rule.floor) / max(fit + rule.floor, 1e-12)
-        level = math.log10(max(scale, 0.1))
-        allowed = rule.excess_max - rule.excess_slope * level
-        cap = rule.guarded_max + rule.guarded_slope * level
-        if guarded < cap and excess < allowed:
-            return Decision("partition", f"partition: guarded cost {guarded:.3g} < {cap:.3g} and guard excess "
-                                         f"{excess:.3g} < {allowed:.3g}", features)
-        why = f"guarded cost {guarded:.3g} >= {cap:.3g}" if guarded >= cap else f"guard excess {excess:.3g} >= {allowed:.3g}"
-    if rule.smoothing_fit is not None and fit < rule.smoothing_fit:
-        return Decision("smooth", f"plain release, smoothed: {why}; unguarded cost {fit:.3g} < {rule.smoothing_fit:g}", features)
-    return Decision("plain", f"plain release: {why}", features)
-
-
-def feature_stream(gen):
-    """The generator the features draw from: a child of a numpy Generator (spawned from its seed
-    sequence, so the parent's own stream is untouched and a release with the same seed draws the
-    same noise as the mechanism without its check), or a SecureRandom itself."""
-    if not isinstance(gen, np.random.Generator):
-        return gen
-    if hasattr(gen, "spawn"):  # numpy >= 1.25
-        return gen.spawn(1)[0]
-    return np.random.default_rng(gen.bit_generator._seed_seq.spawn(1)[0])
-
-
-def _total_feature(x: np.ndarray, epsilon: float, gen, total: float | None, record_moves: int) -> Features:
-    """The record total: public, or Laplace at :func:`total_share` of ε."""
-    k = x.size
-    if total is not None:
-        return Features(float(check_real(total, "total", minimum=0)), None, None, k, epsilon, 0.0, True)
-    budget = total_share(k) * epsilon
-    noisy = add_laplace(np.array([float(x.sum())]), record_moves / budget, gen, sensitivity=float(record_moves), integer=True)
-    return Features(float(noisy[0]), None, None, k, epsilon, budget, False)
-
-
-def _cost_features(x: np.ndarray, features: Features, gen, guards, record_moves: int) -> Features:
-    """``features`` with DAWA's cost without (and, for two guards, with) guards, each at :func:`fit_share` of ε."""
-    k, epsilon = x.size, features.epsilon
-    model = (_MODEL_SPLIT * epsilon, (1 - _MODEL_SPLIT) * epsilon)
-    budget = fit_share(k, record_moves) * epsilon
-    costs = dawa_costs(x, *model, guards=guards)
-    # each cost has sensitivity record_moves: the vector's L1 sensitivity is that times its length
-    noisy = add_laplace(costs, record_moves / budget, gen, sensitivity=float(record_moves * costs.size), integer=False) / (k / epsilon)
-    return replace(features, fit=float(noisy[0]), guarded_fit=float(noisy[1]) if noisy.size > 1 else None,
-                   spent=features.spent + budget * costs.size)
-
-
-def choose_for_ranges(x, epsilon: float, gen, *, fit_max: float, excess_max: float | None = None, total: float | None = None,
-                      record_moves: int = 1) -> Decision:
-    """The choice for range queries over a grid (rectangles), whose plain release is a hierarchy
-    rather than Laplace on the cells: the record total (public, or at :func:`total_share` of ε);
-    below N·ε/K = :data:`RANGES_SCALE_LOW`, partition; else DAWA's cost without guards along the
-    curve ``x`` (and with them when ``excess_max`` is given), each at :func:`fit_share` of ε, and
-    partition when the unguarded cost is below ``fit_max`` (and (guarded + f)/(unguarded + f) below
-    ``excess_max``, f = :data:`FIT_FLOOR`), else the plain release. Rectangles sum many cells, so a
-    partition loses where the data are uneven at the noise's scale (the unguarded cost is high)
-    or spiky (the guards' excess is high); the thresholds of each mechanism were measured on the
-    DPBench 2-D shapes (``benchmarks/adaptive_report.py``). Privacy as :func:`choose`."""
-    gen = feature_stream(gen)
-    x = np.asarray(x).reshape(-1)
-    epsilon = check_epsilon(epsilon)
-    record_moves = check_int(record_moves, "record_moves", minimum=1, maximum=2)
-    fit_max = check_real(fit_max, "fit_max", minimum=0)
-    features = _total_feature(x, epsilon, gen, total, record_moves)
-    if features.scale < RANGES_SCALE_LOW:
-        return Decision("partition", f"partition: N·ε/K {features.scale:.3g} < {RANGES_SCALE_LOW:g}", features)
-    features = _cost_features(x, features, gen, (0.0,) if excess_max is None else (0.0, 1.0), record_moves)
-    if features.fit >= fit_max:
-        return Decision("plain", f"plain release: unguarded cost {features.fit:.3g} >= {fit_max:g}", features)
-    if excess_max is not None:
-        excess = (features.guarded_fit + FIT_FLOOR) / max(features.fit + FIT_FLOOR, 1e-12)
-        if excess >= excess_max:
-            return Decision("plain", f"plain release: guard excess {excess:.3g} >= {excess_max:g}", features)
-    return Decision("partition", f"partition: unguarded cost {features.fit:.3g} < {fit_max:g}", features)
+def decide(features: Features, model: ErrorModel) -> Decision:
+    """Partition when ``model`` predicts the data-dependent release below the plain release's
+    error (ratio < 1: the branches' expected errors cross there), else the plain release."""
+    if not isinstance(model, ErrorModel):
+        raise TypeError(f"model must be an ErrorModel, got {type(model).__name__}")
+    ratio = model.predict(features)
+    if ratio < 1.0:
+        return Decision("partition", f"partition: {model.name} predicts {ratio:.3g} × the plain release's error", ratio,
+                        features)
+    return Decision("plain", f"plain release: {model.name} predicts the partition at {ratio:.3g} × its error", ratio,
+                    features)

@@ -13,7 +13,7 @@ estimates the bucket's error (unbiased for κ = 1; single cells score their own 
 segmentation minimises Σ_b risk(b) + σ²·D·(a + b·ln(K/D)) over tilings by buckets of dyadic length
 at any start, D the number of buckets and σ² the mean cell variance: the penalty of Birgé and
 Massart (JEMS 2001) for choosing among many segmentations, found along a path of per-bucket
-prices. Two safeguards come from measurement on DPBench shapes (``benchmarks/adaptive_report.py``):
+prices. Two safeguards come from measurement on DPBench shapes (``benchmarks/datadependent_report.py``):
 a minimum over many tilings favours the ones whose noise happens to fit, so merges are credited
 only κ = 0.8 of the noise they remove; and the estimate is clipped at 0 (counts are non-negative,
 so clipping never increases any cell's error).

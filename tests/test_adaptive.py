@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -111,9 +112,14 @@ def test_adaptive_check_and_release_cost_at_most_epsilon(monkeypatch):
 
 
 def test_the_check_decides_alike_at_neighbours():
-    """The decision reads only noisy features (here 12 % of ε on 64 cells): over 800 draws its
+    """The decision reads only noisy features (here 2.5 % of ε on 64 cells): over 800 draws its
     frequencies at two neighbours agree within e^spent up to binomial slack."""
-    from blowfish_te.selection import choose
+    from blowfish_te.selection import decide, error_model, measure
+
+    model = error_model("dawa", 1, "cells")
+
+    def choose(data, eps, gen):
+        return decide(measure(data, eps, gen), model)
 
     k, eps, trials = 64, 1.0, 800
     x = np.zeros(k, dtype=int)
@@ -140,11 +146,12 @@ def test_the_check_decides_alike_at_neighbours():
 def test_adaptive_says_what_it_ran_and_why():
     k = 4096
     x = datasets.synthetic(k, 500, rng=0)  # small against the noise (N·ε/K ≈ 0.01): partition
-    small = bt.answer(wl.identity(k), x, policies.unbounded(k), 0.1, "adaptive", rng=0)
-    assert "adaptive: record total" in small.choice and "ran dawa" in small.choice and "partition" in small.choice
+    small = bt.answer(wl.prefix(k), x, policies.unbounded(k), 0.1, "adaptive", rng=0)
+    assert "adaptive: record total" in small.choice and "ran dawa" in small.choice
+    assert "partition: dawa's 1-D ranges model predicts" in small.choice
     assert small.route == "native" and small.mechanism == "adaptive" and small.expected_mse is None
     large = bt.answer(wl.identity(k), datasets.synthetic(k, 10**7, rng=0), policies.line(k), 1.0, "adaptive", rng=0)
-    assert "(public)" in large.choice and "plain release: N·ε/K" in large.choice  # no smoothing: nothing to merge
+    assert "(public)" in large.choice and "plain release:" in large.choice and "smoothed" not in large.choice
     prefix = bt.answer(wl.prefix(k), x, policies.line(k), 0.1, "adaptive", rng=0)
     assert "would not partition" in prefix.choice  # prefix sums under line: no feature is bought
     assert np.array_equal(prefix.answers, bt.answer(wl.prefix(k), x, policies.line(k), 0.1, "adaptive", rng=0).answers)
@@ -170,16 +177,12 @@ def test_only_histogram_like_workloads_are_smoothed(monkeypatch):
     x = datasets.dpbench_sample(_spiky(k, 10**6), 10**6, rng=0)
     ptt = PartitionThenTransform()
     assert ptt.smooths(wl.identity(k)) and not ptt.smooths(wl.prefix(k))
-    real = selection.choose
-
-    def smooth_always(*args, **kwargs):
-        decision = real(*args, **kwargs)
-        return selection.Decision("smooth", "forced", decision.features)
-
-    monkeypatch.setattr(composites, "choose", smooth_always)
+    real = selection.measure
+    monkeypatch.setattr(composites, "measure", lambda *args, **kwargs: replace(real(*args, **kwargs), cost=0.1))
+    monkeypatch.setattr(composites, "decide", lambda features, model: selection.Decision("plain", "forced", 2.0, features))
     policy = policies.threshold(k, 4)
     prefix = bt.answer(wl.prefix(k), x, policy, 0.1, ptt, rng=0)
-    assert "not smoothed" in prefix.choice and "cells smoothed" not in prefix.choice
+    assert "forced" in prefix.choice and "cells smoothed" not in prefix.choice
     cells = bt.answer(wl.identity(k), x, policy, 0.1, ptt, rng=0)
     assert "cells smoothed" in cells.choice
 
@@ -209,7 +212,7 @@ def test_mechanism_arguments():
     assert Adaptive().get_params() == {"budget": 10.0}
 
 
-# -- accuracy: never much worse than the plain release (seeded; the full table is benchmarks/adaptive_report.py) --
+# -- accuracy: never much worse than the plain release (seeded; the full table is benchmarks/datadependent_report.py) --
 
 
 def test_dense_large_data_at_small_epsilon_keep_the_plain_error():
@@ -225,30 +228,39 @@ def test_dense_large_data_at_small_epsilon_keep_the_plain_error():
     assert _mse(FAST, w, x, policies.line(k), eps) <= 1.15 * line
 
 
-def test_spiky_data_no_longer_pay_for_merged_spikes():
-    """Heavy cells among long empty runs at N·ε/K ≈ 2.4: the partition's guard merges spikes of a
-    few dozen noise units (DAWA without its check: about 1.8 times Identity here); with it, well
-    below Identity."""
+def test_spiky_data_keep_the_partition_that_pays():
+    """Heavy cells among long empty runs at N·ε/K ≈ 2.4: the partition, its buckets priced by the
+    scale, is a third of Identity's error here; the check keeps it, paying only its features."""
     k, eps = 4096, 0.1
     x = _spiky(k, 100_000)
     w = wl.identity(k)
     core = _mse(M.DAWA(select=False), w, x, policies.unbounded(k), eps)
     checked = _mse("dawa", w, x, policies.unbounded(k), eps)
-    assert checked <= 0.5 * 2 / eps**2 and checked < core
+    assert core <= 0.5 * 2 / eps**2 and checked <= 1.1 * core
 
 
-def test_sparse_data_keep_their_partition():
-    """Few records against the noise (N·ε/K ≈ 0.02): the check buys only the record total (1 % of
-    ε, from a child stream of the generator) — release for release, DAWA without its check at the
-    rest of ε with the same seed."""
-    from blowfish_te.selection import total_share
+@pytest.mark.parametrize("workload", [wl.prefix(4096), wl.identity(4096)], ids=["prefix", "cells"])
+def test_a_partitioning_check_replays_dawa_draw_for_draw(workload, monkeypatch):
+    """The check's features are the release's first draws; where its model partitions (forced for
+    the cells, whose model keeps the smoothed plain release at this scale), the release is DAWA's
+    two steps at the rest of ε, draw for draw, with the buckets priced by the noisy scale for
+    histograms."""
+    from blowfish_te.selection import ErrorModel, decide, measure
 
     k, eps = 4096, 0.1
-    x = datasets.synthetic(k, 1000, rng=4)
-    w = wl.identity(k)
-    rest = eps * (1 - total_share(k))
+    x = datasets.synthetic(k, 1000, rng=4)  # few records against the noise: N·ε/K ≈ 0.02
+    dawa = M.DAWA()
+    if dawa.model(workload).cost_bound:  # cells: force the partition
+        monkeypatch.setattr(M.DAWA, "model", lambda self, w: ErrorModel("forced", (-1.0, 0, 0, 0, 0, 0, 0, 0)))
+    ratio = dawa.split(workload)[0]
     for seed in range(5):
-        assert np.array_equal(M.DAWA().run(w, x, eps, rng=seed), M.DAWA(select=False).run(w, x, rest, rng=seed))
+        gen = np.random.default_rng(seed)
+        decision = decide(measure(x, eps, gen), dawa.model(workload))
+        assert decision.route == "partition"
+        rest = eps - decision.spent
+        expected = dawa.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen,
+                                    scale=dawa.pricing_scale(workload, decision))
+        assert np.array_equal(dawa.run(workload, x, eps, rng=seed), expected)
 
 
 @needs_data
@@ -289,14 +301,13 @@ def test_grids_and_trees_on_dpbench_2d(name):
 
 
 def _forced(route):
-    """A stand-in for the check that returns its real features and spend but the given route."""
+    """A stand-in for the decision that keeps the real features and spend but takes ``route``."""
     from blowfish_te import selection
 
-    def choose(*args, **kwargs):
-        decision = selection.choose(*args, **kwargs)
-        return selection.Decision(route, "forced", decision.features)
+    def decide(features, model):
+        return selection.Decision(route, "forced", selection.decide(features, model).predicted, features)
 
-    return choose
+    return decide
 
 
 def test_the_candidates_run_without_their_own_check_and_with_the_budget():
@@ -319,10 +330,14 @@ def test_rectangles_on_a_grid_are_checked_along_dawas_layout_with_all_of_epsilon
 
     shape, epsilon = (32, 32), 0.5
     x = datasets.synthetic_2d(shape, 500_000, rng=1).ravel()  # dense: the plain release
-    seen, real = {}, adaptive.choose_for_ranges
+    seen, real, real_decide = {}, adaptive.measure, adaptive.decide
 
     def check(cells, eps, gen, **kwargs):
-        seen.update(cells=np.array(cells), eps=eps, gen=gen, decision=real(cells, eps, gen, **kwargs))
+        seen.update(cells=np.array(cells), eps=eps, gen=gen)
+        return real(cells, eps, gen, **kwargs)
+
+    def decide(features, model):
+        seen.update(decision=real_decide(features, model))
         return seen["decision"]
 
     released = {}
@@ -332,7 +347,8 @@ def test_rectangles_on_a_grid_are_checked_along_dawas_layout_with_all_of_epsilon
         released.update(eps=eps)
         return real_plain(workload, cells, policy, eps, gen, *args)
 
-    monkeypatch.setattr(adaptive, "choose_for_ranges", check)
+    monkeypatch.setattr(adaptive, "measure", check)
+    monkeypatch.setattr(adaptive, "decide", decide)
     monkeypatch.setattr(adaptive, "plain_release", plain)
     release = bt.answer(wl.prefix(shape), x, policies.unbounded(shape), epsilon, Adaptive(budget=0), rng=0)
     layout = M.DAWA(select=False).layout(shape)
@@ -344,9 +360,10 @@ def test_rectangles_on_a_grid_are_checked_along_dawas_layout_with_all_of_epsilon
 
 def test_a_workload_the_partition_cannot_help_gets_all_of_epsilon_unsmoothed(monkeypatch):
     import blowfish_te.mechanisms.adaptive as adaptive
+    import blowfish_te.routes as routes
 
     k, epsilon, seen = 256, 0.3, {}
-    real_plan, real_plain = adaptive.plan_routes, adaptive.plain_release
+    real_plan, real_plain = routes.plan_routes, adaptive.plain_release
 
     def plan(workload, policy, eps, *args):
         seen["planned"] = eps
@@ -356,28 +373,31 @@ def test_a_workload_the_partition_cannot_help_gets_all_of_epsilon_unsmoothed(mon
         seen.update(eps=eps, smoothed=smoothed)
         return real_plain(workload, x, policy, eps, gen, estimator, chosen, smoothed, notes)
 
-    monkeypatch.setattr(adaptive, "plan_routes", plan)
+    monkeypatch.setattr(routes, "plan_routes", plan)
     monkeypatch.setattr(adaptive, "plain_release", plain)
     release = bt.answer(wl.prefix(k), datasets.synthetic(k, 5000, rng=0), policies.line(k), epsilon, Adaptive(budget=0), rng=0)
     assert "would not partition" in release.choice
-    assert seen == {"planned": epsilon, "eps": epsilon, "smoothed": False}
+    assert seen == {"planned": 1.0, "eps": epsilon, "smoothed": False}  # planned once at ε = 1: the order is ε's
 
 
 def test_smoothing_runs_laplace_on_the_cells_when_it_ties_the_best_strategy(monkeypatch):
-    """Identity and the ordered hierarchy tie on a histogram under a line policy: a release to be
-    smoothed runs Identity (only its cells can be smoothed); one not smoothed keeps auto's choice."""
+    """Identity and the ordered hierarchy tie on a histogram under a line policy: the plain
+    release runs Identity (only its cells can be smoothed), smoothed when the noisy cost says so."""
     import blowfish_te.mechanisms.adaptive as adaptive
+    from blowfish_te import selection
 
     k = 256
     x, policy = datasets.synthetic(k, 10**6, rng=0), policies.line(k)
     best = bt.plan(wl.identity(k), policy, 0.1, M.Auto(budget=0)).chosen
     assert best.mechanism.name != "identity"
     assert best.expected_mse == pytest.approx(bt.plan(wl.identity(k), policy, 0.1, "identity").chosen.expected_mse)
-    monkeypatch.setattr(adaptive, "choose", _forced("smooth"))
+    real = selection.measure
+    monkeypatch.setattr(adaptive, "measure", lambda *args, **kwargs: replace(real(*args, **kwargs), cost=0.1))
+    monkeypatch.setattr(adaptive, "decide", _forced("plain"))
     smoothed = bt.answer(wl.identity(k), x, policy, 0.1, Adaptive(budget=0), rng=0)
     assert "cells smoothed" in smoothed.choice and "ran identity" in smoothed.choice
     prefixes = bt.answer(wl.prefix(k), x, policies.unbounded(k), 0.1, Adaptive(budget=0), rng=0)
     assert "cells smoothed" not in prefixes.choice and "ran identity" not in prefixes.choice  # Laplace on cells: worse
-    monkeypatch.setattr(adaptive, "choose", _forced("plain"))
+    monkeypatch.setattr(adaptive, "measure", lambda *args, **kwargs: replace(real(*args, **kwargs), cost=5.0))
     plain = bt.answer(wl.identity(k), x, policy, 0.1, Adaptive(budget=0), rng=0)
-    assert f"ran {best.mechanism.name}" in plain.choice and "smoothed" not in plain.choice
+    assert "ran identity" in plain.choice and "smoothed" not in plain.choice

@@ -388,7 +388,7 @@ def test_expected_error_is_the_least_analytic_error_of_the_candidates(monkeypatc
     assert sorted(errors.values())[0] < sorted(errors.values())[1]  # one clear winner
     assert auto.expected_error(w, EPSILON) == errors[best]
     assert auto.expected_error(w.dense(), EPSILON) == pytest.approx(errors[best])
-    assert auto._best(w, EPSILON) is get_mechanism(best)
+    assert auto.best(w, EPSILON) is get_mechanism(best)
 
     x = np.random.default_rng(1).integers(0, 20, size=64)
     ours = auto.run(w, x, EPSILON, np.random.default_rng(7))
@@ -441,7 +441,7 @@ def test_ties_go_to_the_first_candidate(monkeypatch):
     auto = Auto(candidates=("stub_first", "stub_second"))
     answers = auto.run(wl.prefix(4), np.arange(4), EPSILON, np.random.default_rng(0))
     assert np.array_equal(answers, np.full(4, 1.0))
-    assert auto._best(wl.prefix(4), EPSILON) is get_mechanism("stub_first")
+    assert auto.best(wl.prefix(4), EPSILON) is get_mechanism("stub_first")
 
 
 def test_no_candidate_with_an_analytic_error(monkeypatch):

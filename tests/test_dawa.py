@@ -1,8 +1,8 @@
 """DAWA's budget flow and decisions: the ε each stage receives after the private check (the
-partition's and the totals' shares of the rest, the plain release's rest), the check's rule and
-thresholds, the split of ε and the bucket price, the cell layout, the smoothed plain release
-(its Laplace draw and noise model), the argument checks, and the privacy of a whole release by
-replaying its Laplace draws at every neighbour."""
+partition's and the totals' shares of the rest, the plain release's rest), the check's features
+and model, the split of ε and the bucket price (priced up by the noisy total), the cell layout,
+the smoothed plain release (its Laplace draw and noise model), the argument checks, and the
+privacy of a whole release by replaying its Laplace draws at every neighbour."""
 
 import math
 
@@ -13,16 +13,17 @@ from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import datadependent as dd
 from blowfish_te.mechanisms.spatial import hilbert_order
-from blowfish_te.selection import Decision, Features
+from blowfish_te.partitions import price_factor
+from blowfish_te.selection import Decision, ErrorModel, Features, error_model
 from blowfish_te.smoothing import MAX_SMOOTHING, CellNoise
 from blowfish_te.workloads import BucketWorkload
 
 from conftest import Float32Rows, added_records, worst_replayed_cost
 
 
-def _decision(route: str, spent: float, cells: int = 16) -> Decision:
-    features = Features(total=0.0, fit=None, guarded_fit=None, cells=cells, epsilon=1.0, spent=spent, total_public=False)
-    return Decision(route, "set by the test", features)
+def _decision(route: str, spent: float, cells: int = 16, cost: float = 0.5, total: float = 1e6) -> Decision:
+    features = Features(total=total, cost=cost, cells=cells, epsilon=1.0, spent=spent, total_public=False)
+    return Decision(route, "set by the test", 0.5 if route == "partition" else 2.0, features)
 
 
 def _refuse(name):
@@ -55,22 +56,22 @@ class _SpyIdentity(M.Identity, register=False):
 
 
 def _patch_check(monkeypatch, gain, decision=None):
-    """Fix the aggregation gain; record the check's calls (the given decision, else refuse)."""
-    calls = {"choose": [], "choose_for_ranges": []}
+    """Fix the aggregation gain; record what the check measures and which model decides (the
+    given decision, else refuse any check)."""
+    calls = {"measure": [], "decide": []}
     monkeypatch.setattr(dd, "aggregation_gain", lambda workload: gain)
 
-    def fake_choose(values, epsilon, gen, **kwargs):
-        assert decision is not None, "choose must not be called here"
-        calls["choose"].append((np.array(values), epsilon, gen, kwargs))
+    def fake_measure(values, epsilon, gen, **kwargs):
+        assert decision is not None, "measure must not be called here"
+        calls["measure"].append((np.array(values), epsilon, gen, kwargs))
+        return decision.features
+
+    def fake_decide(features, model):
+        calls["decide"].append((features, model))
         return decision
 
-    def fake_ranges(values, epsilon, gen, **kwargs):
-        assert decision is not None, "choose_for_ranges must not be called here"
-        calls["choose_for_ranges"].append((np.array(values), epsilon, gen, kwargs))
-        return decision
-
-    monkeypatch.setattr(dd, "choose", fake_choose)
-    monkeypatch.setattr(dd, "choose_for_ranges", fake_ranges)
+    monkeypatch.setattr(dd, "measure", fake_measure)
+    monkeypatch.setattr(dd, "decide", fake_decide)
     return calls
 
 
@@ -104,9 +105,11 @@ def test_partition_route_gives_both_steps_their_shares_of_the_rest(monkeypatch, 
 
     out = M.DAWA().run(w, x, epsilon, rng=gen)
 
-    assert checks["choose_for_ranges"] == [] and len(checks["choose"]) == 1
-    values, eps_check, gen_check, kwargs = checks["choose"][0]
+    [(values, eps_check, gen_check, kwargs)] = checks["measure"]
     assert np.array_equal(values, x) and eps_check == epsilon and gen_check is gen and kwargs == {}
+    [(features, model)] = checks["decide"]
+    assert features is _decision("partition", spent).features or features.spent == spent
+    assert model == error_model("dawa", 1, "cells")
     rest, ratio = epsilon - spent, 0.25 / math.sqrt(gain)
     [(values, eps1, eps2, gen_partition, kwargs)] = partitions
     assert np.array_equal(values, x) and gen_partition is gen
@@ -123,13 +126,13 @@ def test_partition_route_gives_both_steps_their_shares_of_the_rest(monkeypatch, 
 
 
 @pytest.mark.parametrize("make, gain, ratio, penalty", [
-    (lambda: M.DAWA(), 2.0, 0.25 / math.sqrt(2.0), 2.0**0.25),  # 1-D ranges at the threshold: no check
-    (lambda: M.DAWA(), 16.0, 0.0625, 2.0),
     (lambda: M.DAWA(select=False), 1.44, 0.25 / 1.2, 1.44**0.25),
+    (lambda: M.DAWA(select=False), 16.0, 0.0625, 2.0),
     (lambda: M.DAWA(ratio=0.4), 1.44, 0.4, 1.44**0.25),
     (lambda: M.DAWA(ratio=0.4, penalty=3.0), 1.0, 0.4, 3.0),
 ])
 def test_without_a_check_the_partition_takes_its_share_of_all_of_epsilon(monkeypatch, make, gain, ratio, penalty):
+    """``select=False`` or a given ratio: the published DAWA, no feature bought, the price unscaled."""
     k, epsilon = 16, 0.7
     x = np.random.default_rng(2).integers(0, 50, k)
     _patch_check(monkeypatch, gain)  # any call to the check fails
@@ -156,7 +159,7 @@ def test_given_estimator_answers_the_totals_and_the_plain_release(monkeypatch):
     assert dawa.estimator is stage
     _patch_check(monkeypatch, 1.0, _decision("partition", 0.01))
     dawa.run(wl.identity(k), x, 1.0, rng=0)
-    _patch_check(monkeypatch, 1.0, _decision("plain", 0.01))
+    _patch_check(monkeypatch, 1.0, _decision("plain", 0.01, cost=5.0))  # nothing to smooth
     dawa.run(wl.identity(k), x, 1.0, rng=0)
     assert [type(call[0]) for call in stage.calls] == [BucketWorkload, type(wl.identity(k))]
     assert stage.calls[0][2] == pytest.approx(0.75 * 0.99) and stage.calls[1][2] == pytest.approx(0.99)
@@ -166,8 +169,8 @@ def test_given_estimator_answers_the_totals_and_the_plain_release(monkeypatch):
 
 
 @pytest.mark.parametrize("order", ["hilbert", "rows"])
-@pytest.mark.parametrize("gain, rule", [(1.5, "choose_for_ranges"), (1.05, "choose_for_ranges"), (1.0, "choose")])
-def test_grid_check_reads_the_layout_and_partition_is_mapped_back(monkeypatch, order, gain, rule):
+@pytest.mark.parametrize("gain, kind", [(1.5, "ranges"), (1.05, "ranges"), (1.0, "cells")])
+def test_grid_check_reads_the_layout_and_partition_is_mapped_back(monkeypatch, order, gain, kind):
     shape, epsilon, spent = (4, 4), 0.8, 0.02
     x = np.random.default_rng(5).integers(0, 50, shape)
     checks = _patch_check(monkeypatch, gain, _decision("partition", spent))
@@ -179,15 +182,9 @@ def test_grid_check_reads_the_layout_and_partition_is_mapped_back(monkeypatch, o
     M.DAWA(order=order).run(wl.prefix(shape), x, epsilon, rng=gen)
 
     cells = hilbert_order(shape) if order == "hilbert" else np.arange(16)
-    other = "choose" if rule == "choose_for_ranges" else "choose_for_ranges"
-    assert checks[other] == [] and len(checks[rule]) == 1
-    values, eps_check, gen_check, kwargs = checks[rule][0]
-    assert np.array_equal(values, x.ravel()[cells]) and eps_check == epsilon and gen_check is gen
-    if rule == "choose_for_ranges":
-        assert kwargs == {"fit_max": dd.RANGES_FIT, "excess_max": dd.RANGES_EXCESS}
-        assert (dd.RANGES_FIT, dd.RANGES_EXCESS) == (0.1, 2.0)
-    else:
-        assert kwargs == {}
+    [(values, eps_check, gen_check, kwargs)] = checks["measure"]
+    assert np.array_equal(values, x.ravel()[cells]) and eps_check == epsilon and gen_check is gen and kwargs == {}
+    assert checks["decide"][0][1] == error_model("dawa", 2, kind)
     [(values, eps1, eps2, _, _)] = partitions
     assert np.array_equal(values, x.ravel()[cells])
     ratio = 0.25 / math.sqrt(gain)
@@ -200,6 +197,21 @@ def test_grid_check_reads_the_layout_and_partition_is_mapped_back(monkeypatch, o
     assert np.array_equal(totals, np.bincount(labels, weights=x.ravel()).astype(np.int64))
 
 
+@pytest.mark.parametrize("scale, factor", [(1e4, 1.0), (0.25, 1.0), (0.1, 2.5), (0.01, 25.0), (0.0, 1e4)])
+def test_the_noisy_total_prices_the_buckets(monkeypatch, scale, factor):
+    """N·ε/K below 0.25 makes every bucket dearer by 0.25/(N·ε/K), and lifts the length cap."""
+    k, epsilon = 16, 0.01
+    x = np.random.default_rng(9).integers(0, 5, k)
+    _patch_check(monkeypatch, 1.0, _decision("partition", 0.0, cells=k, total=scale * k))  # the features' ε is 1
+    partitions = _patch_partition(monkeypatch)
+    monkeypatch.setattr(dd, "lowest_error", lambda reduced, options: _Stage())
+    M.DAWA().run(wl.identity(k), x, epsilon, rng=0)
+    [(_, _, _, _, kwargs)] = partitions
+    assert price_factor(scale) == pytest.approx(factor)
+    assert kwargs["penalty"] == pytest.approx(factor, rel=1e-12)
+    assert kwargs["max_length"] == (None if factor == 1.0 else k)
+
+
 def test_layout():
     assert np.array_equal(M.DAWA().layout((8,)), np.arange(8))
     assert np.array_equal(M.DAWA(order="rows").layout((8,)), np.arange(8))
@@ -210,22 +222,14 @@ def test_layout():
     assert np.array_equal(M.DAWA(order="rows").layout((4, 4)), np.arange(16))
 
 
-@pytest.mark.parametrize("shape, gain, expected", [
-    ((16,), 1.0, "histogram"),
-    ((16,), 1.5, "histogram"),
-    ((16,), 1.999, "histogram"),
-    ((16,), 2.0, None),
-    ((16,), 18.0, None),
-    ((4, 4), 1.0, "histogram"),
-    ((4, 4), 1.049, "histogram"),
-    ((4, 4), 1.05, "ranges"),
-    ((4, 4), 1.5, "ranges"),
-    ((4, 4), 3.0, "ranges"),
+@pytest.mark.parametrize("shape, gain, kind", [
+    ((16,), 1.0, "cells"), ((16,), 1.999, "cells"), ((16,), 2.0, "ranges"), ((16,), 18.0, "ranges"),
+    ((4, 4), 1.0, "cells"), ((4, 4), 1.049, "cells"), ((4, 4), 1.05, "ranges"), ((4, 4), 3.0, "ranges"),
 ])
-def test_selection_rule_at_its_gain_thresholds(monkeypatch, shape, gain, expected):
-    assert (dd.SELECTION_GAIN, dd.GRID_HISTOGRAM_GAIN) == (2.0, 1.05)
+def test_model_by_dimension_and_workload_class(monkeypatch, shape, gain, kind):
     monkeypatch.setattr(dd, "aggregation_gain", lambda workload: gain)
-    assert M.DAWA().selection_rule(wl.prefix(shape)) == expected
+    model = M.DAWA().model(wl.prefix(shape))
+    assert isinstance(model, ErrorModel) and model == error_model("dawa", len(shape), kind)
 
 
 def test_split_rule_and_given_values(monkeypatch):
@@ -238,7 +242,7 @@ def test_split_rule_and_given_values(monkeypatch):
     dawa = M.DAWA()
     dawa.split(w)
     dawa.split(w)
-    dawa.selection_rule(w)
+    dawa.model(w)
     assert len(computed) == 4  # once per mechanism and workload
     monkeypatch.setattr(dd, "aggregation_gain", _refuse("aggregation_gain"))
     assert M.DAWA(ratio=0.3, penalty=0.5).split(w) == (0.3, 0.5)  # both given: no gain computed
@@ -264,8 +268,8 @@ def test_plain_route_spends_the_rest_without_smoothing(monkeypatch, epsilon, spe
     monkeypatch.setattr(dd, "smooth", _refuse("smooth"))
     monkeypatch.setattr(dd, "dawa_partition", _refuse("dawa_partition"))
     gen = np.random.default_rng(0)
-    for route, estimator in (("plain", _SpyIdentity()), ("plain", _Stage()), ("smooth", _Stage())):
-        _patch_check(monkeypatch, 1.0, _decision(route, spent))
+    for cost, estimator in ((dd.SMOOTHING_COST, _SpyIdentity()), (5.0, _Stage()), (0.1, _Stage())):
+        _patch_check(monkeypatch, 1.0, _decision("plain", spent, cost=cost))
         monkeypatch.setattr(dd, "plain_strategy", lambda mechanism, workload, chosen=estimator: chosen)
         out = M.DAWA().run(w, x, epsilon, rng=gen)
         [(workload, values, eps, rng)] = estimator.calls
@@ -278,7 +282,7 @@ def test_plain_route_spends_the_rest_without_smoothing(monkeypatch, epsilon, spe
 def test_smooth_route_draws_laplace_on_the_layout_and_smooths_it(monkeypatch, shape, epsilon, spent):
     k = math.prod(shape)
     x = np.random.default_rng(7).integers(0, 50, shape)
-    _patch_check(monkeypatch, 1.0, _decision("smooth", spent, k))
+    _patch_check(monkeypatch, 1.0, _decision("plain", spent, k, cost=dd.SMOOTHING_COST - 1e-9))
     monkeypatch.setattr(dd, "dawa_partition", _refuse("dawa_partition"))
     monkeypatch.setattr(dd, "plain_strategy", lambda mechanism, workload: _SpyIdentity())
     draws, smoothed = [], []
@@ -315,7 +319,7 @@ def test_smooth_route_draws_laplace_on_the_layout_and_smooths_it(monkeypatch, sh
 def test_smoothed_answers_are_float64_whatever_the_workload_returns(monkeypatch):
     k = 8
     x = np.random.default_rng(8).integers(0, 50, k)
-    _patch_check(monkeypatch, 1.0, _decision("smooth", 0.01, k))
+    _patch_check(monkeypatch, 1.0, _decision("plain", 0.01, k, cost=0.2))
     monkeypatch.setattr(dd, "plain_strategy", lambda mechanism, workload: M.Identity())
     monkeypatch.setattr(dd, "add_laplace", lambda values, scale, rng, *, sensitivity, integer: np.asarray(values, float))
     monkeypatch.setattr(dd, "smooth", lambda y, noise: (np.asarray(y) + 0.25, None))
@@ -328,7 +332,7 @@ def test_smoothed_answers_are_float64_whatever_the_workload_returns(monkeypatch)
 @pytest.mark.parametrize("k, smoothed", [(MAX_SMOOTHING, True), (MAX_SMOOTHING + 1, False)])
 def test_smoothing_limit(monkeypatch, k, smoothed):
     x = np.zeros(k, dtype=np.int64)
-    _patch_check(monkeypatch, 1.0, _decision("smooth", 0.01, k))
+    _patch_check(monkeypatch, 1.0, _decision("plain", 0.01, k, cost=0.2))
     estimator = _SpyIdentity()
     monkeypatch.setattr(dd, "plain_strategy", lambda mechanism, workload, chosen=estimator: chosen)
     draws = []
@@ -380,7 +384,7 @@ def test_refuses_more_than_two_dimensions_but_runs_grids(monkeypatch):
 # -- privacy of the whole release -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scale, seed, route", [(0, 5, "partition"), (1, 3, "smooth"), (3000, 3, "smooth")])
+@pytest.mark.parametrize("scale, seed, route", [(0, 5, None), (1, 3, None), (3000, 3, None), (3000, 4, None)])
 def test_whole_release_costs_at_most_epsilon(monkeypatch, scale, seed, route):
     """Every Laplace draw (the check's features, the totals or the cells) replayed at every
     neighbour; the partition is replaced by a fixed one (its report-noisy-min does not draw through
@@ -390,8 +394,8 @@ def test_whole_release_costs_at_most_epsilon(monkeypatch, scale, seed, route):
 
     monkeypatch.setattr(dd, "dawa_partition", lambda values, eps1, eps2, gen, **kw: np.arange(np.asarray(values).size) // 4)
     decisions = []
-    real_choose = dd.choose
-    monkeypatch.setattr(dd, "choose", lambda *args, **kwargs: decisions.append(real_choose(*args, **kwargs)) or decisions[-1])
+    real_decide = dd.decide
+    monkeypatch.setattr(dd, "decide", lambda features, model: decisions.append(real_decide(features, model)) or decisions[-1])
     k, epsilon = 16, 1.0
     if scale == 0:  # two records: the noisy N·ε/K falls below the check's threshold at this seed
         x = np.zeros(k, dtype=np.int64)
@@ -402,7 +406,9 @@ def test_whole_release_costs_at_most_epsilon(monkeypatch, scale, seed, route):
     mech = M.DAWA()
     cost = worst_replayed_cost(monkeypatch, lambda data: mech.run(wl.identity(k), data, epsilon, rng=seed), x, neighbours,
                                (selection, base, dd))
-    assert {d.route for d in decisions} == {route}
+    routes = {d.route for d in decisions}
+    assert len(routes) == 1 and (route is None or routes == {route})
+    route = routes.pop()
     spent = decisions[0].spent
     assert 0 < spent <= 0.04 * epsilon + 1e-12
     bound = spent + 0.75 * (epsilon - spent) if route == "partition" else epsilon

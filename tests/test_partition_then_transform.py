@@ -13,7 +13,8 @@ from blowfish_te import policies
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import HB, Identity
 from blowfish_te.mechanisms import partition_then_transform as ptt
-from blowfish_te.mechanisms.datadependent import SELECTION_GAIN
+from blowfish_te.mechanisms.datadependent import SMOOTHING_COST
+from blowfish_te.mechanisms.plain import CELLS_GAIN, best_plan_under
 from blowfish_te.mechanisms.spatial import hilbert_order
 from blowfish_te.routes import Candidate, plan_routes
 from blowfish_te.smoothing import MAX_SMOOTHING, CellNoise
@@ -46,9 +47,22 @@ def _recording_smooth(monkeypatch):
     return calls
 
 
-def _decision(route, spent):
-    features = SimpleNamespace(describe=lambda: "features read", spent=spent)
+def _decision(route, spent, cost=5.0):
+    features = SimpleNamespace(describe=lambda: "features read", spent=spent, cost=cost, scale=1.0)
     return SimpleNamespace(route=route, spent=spent, reason="the reason", features=features)
+
+
+def _patch_check(monkeypatch, route, spent, cost=5.0, seen=None):
+    """The check measures (recorded in ``seen``) and decides ``route`` after spending ``spent``."""
+    decision = _decision(route, spent, cost)
+
+    def fake_measure(data, eps, gen, **kwargs):
+        if seen is not None:
+            seen.append((data, eps, gen, kwargs))
+        return decision.features
+
+    monkeypatch.setattr(ptt, "measure", fake_measure)
+    monkeypatch.setattr(ptt, "decide", lambda features, model: decision)
 
 
 # -- cell_noise ------------------------------------------------------------------------------------
@@ -254,7 +268,7 @@ def test_smooths_only_below_selection_gain(monkeypatch):
     mech = ptt.PartitionThenTransform()
     assert mech.smooths(wl.identity(64))
     assert not mech.smooths(wl.prefix(256))  # cached per workload
-    for gain, expected in ((SELECTION_GAIN, False), (np.nextafter(SELECTION_GAIN, 0), True)):
+    for gain, expected in ((CELLS_GAIN, False), (np.nextafter(CELLS_GAIN, 0), True)):
         monkeypatch.setattr(ptt, "aggregation_gain", lambda workload, gain=gain: gain)
         assert bool(ptt.PartitionThenTransform().smooths(wl.identity(8))) is expected
 
@@ -309,7 +323,7 @@ def test_each_partition_gets_its_share(monkeypatch, epsilon, split):
         (args, kwargs), = calls[name]
         assert args[0] is x and args[-1] is gen
         if partition == "dawa":
-            assert args[1:3] == pytest.approx((eps1 / 2, eps2)) and kwargs == {"penalty": ptt.BUCKET_PRICE}
+            assert args[1:3] == pytest.approx((eps1 / 2, eps2)) and kwargs == {"penalty": ptt.BUCKET_PRICE, "max_length": None}
             assert ptt.BUCKET_PRICE == 2.0
         elif partition == "matching":
             assert args[1:3] == pytest.approx((eps1 / 2, eps2)) and not kwargs and len(args) == 4
@@ -374,12 +388,7 @@ def test_selection_spends_first_and_steps_keep_their_shares(monkeypatch, epsilon
     labels = np.arange(k) // 2
     spent = 0.1 * epsilon
     seen = []
-
-    def fake_choose(data, eps, gen, **kwargs):
-        seen.append((data, eps, gen, kwargs))
-        return _decision("partition", spent)
-
-    monkeypatch.setattr(ptt, "choose", fake_choose)
+    _patch_check(monkeypatch, "partition", spent, seen=seen)
     calls = _fake_partition(monkeypatch, "dawa_partition", labels)
     mech = ptt.PartitionThenTransform()
     assert mech.select and mech.selects(wl.identity(k), policy)
@@ -414,9 +423,8 @@ def test_plain_routes_of_the_selection_get_the_rest(monkeypatch, epsilon):
         return "released"
 
     monkeypatch.setattr(ptt, "plain_release", fake_plain)
-    for route, gain, smoothed, note in (("plain", None, False, ""), ("smooth", None, True, ""),
-                                        ("smooth", 5.0, False, "; not smoothed: identity(16) is not histogram-like")):
-        monkeypatch.setattr(ptt, "choose", lambda *a, route=route, **kw: _decision(route, spent))
+    for cost, gain, smoothed in ((SMOOTHING_COST, None, False), (SMOOTHING_COST * 0.99, None, True), (0.1, 5.0, False)):
+        _patch_check(monkeypatch, "plain", spent, cost)
         if gain is not None:
             monkeypatch.setattr(ptt, "aggregation_gain", lambda w, gain=gain: gain)
         released.clear()
@@ -427,8 +435,8 @@ def test_plain_routes_of_the_selection_get_the_rest(monkeypatch, epsilon):
         assert data is x and pol is policy and g is gen
         assert eps == pytest.approx(epsilon - spent)
         assert smooth_flag is smoothed
-        assert notes == "partition_then_transform: features read; the reason" + note
-        best = ptt.best_plan(wl.identity(k), policy)
+        assert notes == "partition_then_transform: features read; the reason"
+        best = best_plan_under(wl.identity(k), policy)
         assert estimator.name == best[0].name and chosen == best[1]
     # with an estimator given, the plain release runs it along its own best route
     released.clear()
@@ -441,7 +449,7 @@ def test_select_flag_and_split():
     assert ptt.PartitionThenTransform().select is True
     assert ptt.PartitionThenTransform(select=np.bool_(True)).select is True
     assert ptt.PartitionThenTransform(select=False).select is False
-    assert ptt.MIN_LUMPING_GAIN == 2.0 and ptt.DEFAULT_SPLIT == 0.25 and SELECTION_GAIN == 2.0
+    assert ptt.MIN_LUMPING_GAIN == 2.0 and ptt.DEFAULT_SPLIT == 0.25 and CELLS_GAIN == 2.0
 
 
 def test_split_threshold_at_min_lumping_gain(monkeypatch):
@@ -517,7 +525,7 @@ def test_plain_plan_is_kept_per_workload_and_policy(monkeypatch):
     x = np.arange(k)
     released = []
     monkeypatch.setattr(ptt, "plain_release", lambda *args: released.append(args))
-    monkeypatch.setattr(ptt, "choose", lambda *a, **kw: _decision("plain", 0.1))
+    _patch_check(monkeypatch, "plain", 0.1)
     monkeypatch.setattr(ptt, "lumping_gain", lambda w, p: 3.0)
     mech = ptt.PartitionThenTransform()
     histogram, line = wl.identity(k), policies.line(k)  # the same objects in several pairs
@@ -525,7 +533,7 @@ def test_plain_plan_is_kept_per_workload_and_policy(monkeypatch):
     for workload, policy in pairs:
         mech.compute(workload, x, policy, 1.0, np.random.default_rng(0))
     for (workload, policy), args in zip(pairs, released):
-        best = ptt.best_plan(workload, policy)
+        best = best_plan_under(workload, policy)
         assert args[5].name == best[0].name and args[6] == best[1]
     assert released[0][6] != released[1][6] and released[0][6] != released[2][6]
 

@@ -20,10 +20,11 @@ from blowfish_te.partitions import (
     RUN_DOUBLING,
     RUN_GUARD,
     best_interval_partition,
-    dawa_cost,
-    dawa_costs,
     dawa_partition,
     median_deviations,
+    noise_free_partition,
+    price_factor,
+    tree_cost,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -246,100 +247,112 @@ def test_best_interval_partition_accepts_numpy_integer_lengths():
 
 
 # --------------------------------------------------------------------------------------------
-# dawa_cost and dawa_costs: noise-free least score over every tiling
+# noise_free_partition: DAWA's own optimum of its cost model, no noise, no guards
 
 
 _HUGE = 1e9  # noise of scale ~ 2/ε: far below every gap between distinct tiling scores
 _PRICES = st.sampled_from([0.0, 0.5, 1.0, 3.0])
 _EPS2 = st.sampled_from([0.3, 1.0, 4.0])
-_EPS = st.sampled_from([0.5, 1.0, 2.5])
-_GUARD = st.sampled_from([0.0, 0.25, 1.0, 2.2])
 
 
-@given(
-    st.lists(st.integers(0, 12), min_size=1, max_size=8), _EPS, _EPS2, _PRICES, _GUARD,
-    st.sampled_from([None, 1, 2, 4, 8]),
-)
+@given(st.lists(st.integers(0, 12), min_size=1, max_size=8), _EPS2, _PRICES, st.sampled_from([None, 1, 2, 4, 8]))
 @settings(max_examples=80, deadline=None, database=None)
-def test_dawa_cost_is_the_least_score_over_all_tilings(x, epsilon, epsilon2, penalty, guard, max_length):
+def test_noise_free_partition_is_a_least_score_tiling(x, epsilon2, penalty, max_length):
     cap = _default_length(len(x)) if max_length is None else max_length
-    low, _ = _optimum(x, penalty / epsilon2, guard * 2.0 / epsilon, cap)
-    got = dawa_cost(x, epsilon, epsilon2, penalty=penalty, guard=guard, max_length=max_length)
-    assert isinstance(got, float)
-    assert got == pytest.approx(low, rel=1e-12, abs=1e-12)
-
-
-def test_dawa_cost_known_values():
-    # one flat bucket: one piece, one bucket price and a bucket guard of 3.5·2/ε
-    assert dawa_cost([4, 4, 4, 4], 2.0, 0.5) == pytest.approx(0 + 1 / 0.5 + 3.5 * 2 / 2.0)
-    assert dawa_cost([4, 4, 4, 4], 2.0, 0.5, guard=0.0) == pytest.approx(2.0)
-    assert dawa_cost([4, 4, 4, 4], 2.0, 0.5, penalty=0.0, guard=0.0) == 0.0
-    # a spike at cell 0 in front of 5 flat cells: the suffix [1, 6) as one bucket (not dyadic)
-    x = [30, 0, 0, 0, 0, 0]
-    assert dawa_cost(x, 1.0, 1.0, max_length=8) == pytest.approx(2 * 1.0 + 2 * 3.5 * 2.0)
-    # four buckets of two cells, one run piece: 4 prices and a run guard of (5 + 0.25·2)·2/ε
-    x = [0, 0, 9, 9, 0, 0, 5, 5]
-    assert dawa_cost(x, 1.0, 1.0, max_length=2) == pytest.approx(4 + (5.0 + 0.25 * 2) * 2)
-
-
-@given(st.lists(st.integers(0, 12), min_size=1, max_size=8), _EPS, _EPS2, _PRICES)
-@settings(max_examples=30, deadline=None, database=None)
-def test_dawa_costs_one_value_per_guard_and_defaults(x, epsilon, epsilon2, penalty):
-    cap = _default_length(len(x))
-    guards = (0.0, 0.5, 3)
-    got = dawa_costs(x, epsilon, epsilon2, penalty=penalty, guards=guards)
-    assert got.shape == (3,)
-    for g, value in zip(guards, got):
-        assert value == pytest.approx(_optimum(x, penalty / epsilon2, g * 2.0 / epsilon, cap)[0], rel=1e-12, abs=1e-12)
-    defaults = dawa_costs(x, epsilon, epsilon2)
-    expected = [_optimum(x, 1.0 / epsilon2, g * 2.0 / epsilon, cap)[0] for g in (0.0, 1.0)]
-    assert defaults == pytest.approx(expected, rel=1e-12, abs=1e-12)
-    assert dawa_cost(x, epsilon, epsilon2) == pytest.approx(expected[1], rel=1e-12, abs=1e-12)
-    assert dawa_costs(x, epsilon, epsilon2, guards=2.0) == pytest.approx(
-        [_optimum(x, 1.0 / epsilon2, 4.0 / epsilon, cap)[0]], rel=1e-12, abs=1e-12
-    )
-
-
-def test_dawa_cost_targeted_pieces():
-    """Cases whose optimum is a single kind of piece, each checked against the brute force."""
-    cases = [
-        # suffix runs with a rest bucket at the domain's end, and without one
-        ([0, 0, 0, 0, 2, 9, 0, 7], 1.0, 0.2, 2),
-        ([5, 0, 0, 9, 9, 0, 0, 4], 1.0, 0.2, 2),
-        ([1, 8, 8, 0, 0, 3, 3, 0], 1.0, 0.3, 2),
-        ([3, 9, 1, 0, 0, 0, 0, 0], 0.5, 1.0, 8),
-        ([0, 0, 0, 0, 0, 1, 9, 3], 0.5, 1.0, 8),
-        ([9, 0, 0, 0, 0, 0, 0, 0], 0.5, 1.0, 8),
-        ([0, 0, 0, 0, 0, 0, 0, 9], 0.5, 1.0, 8),
-        ([0, 0, 7, 7, 7, 7, 7, 7], 0.5, 1.0, 8),
-        ([0, 1, 2, 3, 4, 5, 6, 7], 3.0, 0.5, 4),
-        ([6, 0, 6, 0, 6, 0, 6], 1.0, 0.1, 4),
-        ([1, 9, 2, 8, 3, 7, 4], 2.0, 0.05, 2),
-        ([1, 1, 1, 5, 9, 9, 9], 1.0, 1.0, 4),
-    ]
-    for x, epsilon, epsilon2, max_length in cases:
-        for guard in (0.0, 1.0, 3.0):
-            for penalty in (0.5, 2.0):
-                low, _ = _optimum(x, penalty / epsilon2, guard * 2.0 / epsilon, max_length)
-                got = dawa_cost(x, epsilon, epsilon2, penalty=penalty, guard=guard, max_length=max_length)
-                assert got == pytest.approx(low, rel=1e-12, abs=1e-12), (x, guard, penalty)
-
-
-@pytest.mark.parametrize(
-    "x, epsilon2, guard, max_length",
-    [
-        ([2, 1, 2, 2, 5, 1, 5], 1.0, 0.25, 4),  # the optimum uses a suffix run with no rest bucket
-        ([5, 0, 4, 0, 5, 3, 3], 0.3, 0.25, 2),  # the optimum uses a prefix run with no rest bucket
-        ([5, 0, 9, 9, 0, 0, 3, 3], 1.0, 0.25, 2),  # two single cells, then the suffix run [2, 8)
-        ([3, 3, 0, 0, 9, 9, 0, 5], 1.0, 0.25, 2),  # the prefix run [0, 6), then two single cells
-    ],
-)
-def test_dawa_cost_end_runs_without_a_rest_bucket(x, epsilon2, guard, max_length):
-    low, _ = _optimum(x, 1.0 / epsilon2, guard * 2.0, max_length)
-    assert dawa_cost(x, 1.0, epsilon2, guard=guard, max_length=max_length) == pytest.approx(low, rel=1e-12, abs=1e-12)
-    _, optimal = _optimum(x, 1.0 / epsilon2, guard * 2.0, max_length)
-    labels = dawa_partition(x, _HUGE, epsilon2, np.random.default_rng(0), guard=guard * _HUGE, max_length=max_length)
+    _, optimal = _optimum(x, penalty / epsilon2, 0.0, cap)
+    labels = noise_free_partition(x, epsilon2, penalty=penalty, max_length=max_length)
+    assert labels.dtype == np.int64
     assert tuple(labels.tolist()) in optimal
+
+
+def test_noise_free_partition_targeted_pieces():
+    """Cases whose optimum is a single kind of piece (suffix and prefix runs with and without a
+    rest bucket, whole end pieces, dyadic runs), each checked against the brute force."""
+    cases = [
+        ([0, 0, 0, 0, 2, 9, 0, 7], 0.2, 2),
+        ([5, 0, 0, 9, 9, 0, 0, 4], 0.2, 2),
+        ([1, 8, 8, 0, 0, 3, 3, 0], 0.3, 2),
+        ([3, 9, 1, 0, 0, 0, 0, 0], 1.0, 8),
+        ([0, 0, 0, 0, 0, 1, 9, 3], 1.0, 8),
+        ([9, 0, 0, 0, 0, 0, 0, 0], 1.0, 8),
+        ([0, 0, 7, 7, 7, 7, 7, 7], 1.0, 8),
+        ([0, 1, 2, 3, 4, 5, 6, 7], 0.5, 4),
+        ([1, 9, 2, 8, 3, 7, 4], 0.05, 2),
+        ([2, 1, 2, 2, 5, 1, 5], 1.0, 4),
+        ([5, 0, 4, 0, 5, 3, 3], 0.3, 2),
+    ]
+    for x, epsilon2, max_length in cases:
+        for penalty in (0.5, 2.0):
+            _, optimal = _optimum(x, penalty / epsilon2, 0.0, max_length)
+            assert tuple(noise_free_partition(x, epsilon2, penalty=penalty, max_length=max_length).tolist()) in optimal, (x, penalty)
+
+
+def test_noise_free_partition_known_partitions():
+    # a spike at cell 0 in front of 5 flat cells: the spike alone, the suffix [1, 6) as one bucket
+    assert noise_free_partition([30, 0, 0, 0, 0, 0], 1.0, max_length=8).tolist() == [0, 1, 1, 1, 1, 1]
+    # flat data, any price: one bucket
+    assert noise_free_partition([4, 4, 4, 4], 0.5).tolist() == [0, 0, 0, 0]
+    # no price: every cell its own bucket costs nothing, and ties go to longer pieces only at equal score
+    assert noise_free_partition([1, 9, 1, 9], 1.0, penalty=0.0).max() == 3
+
+
+# --------------------------------------------------------------------------------------------
+# tree_cost: DAWA's cost over aligned dyadic tilings (the check's feature)
+
+
+def _tree_brute(x, price: float) -> float:
+    """min over aligned dyadic tilings of Σ dev + price per block, by recursion on the blocks."""
+    k = len(x)
+    top = 1
+    while top < k:
+        top *= 2
+
+    def best(lo: int, length: int) -> float:
+        hi = min(lo + length, k)
+        whole = _dev(x[lo:hi]) + price
+        if length == 1:
+            return whole
+        half = length // 2
+        if lo + half >= k:
+            return min(whole, best(lo, half))
+        return min(whole, best(lo, half) + best(lo + half, half))
+
+    return best(0, top)
+
+
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=19), st.sampled_from([0.0, 0.5, 2.0, 7.0]))
+@settings(max_examples=120, deadline=None, database=None)
+def test_tree_cost_is_the_least_score_over_aligned_tilings(x, price):
+    assert tree_cost(x, price) == pytest.approx(_tree_brute(x, price), abs=1e-9)
+
+
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=16), st.sampled_from([0.0, 0.5, 3.0]), st.data())
+@settings(max_examples=80, deadline=None, database=None)
+def test_tree_cost_moves_by_at_most_one_per_record(x, price, data):
+    """The sensitivity its noise is calibrated to: one record added or removed moves it by <= 1."""
+    i = data.draw(st.integers(0, len(x) - 1))
+    more = list(x)
+    more[i] += 1
+    assert abs(tree_cost(more, price) - tree_cost(x, price)) <= 1 + 1e-9
+
+
+def test_tree_cost_known_values_and_arguments():
+    assert tree_cost([4, 4, 4, 4], 2.0) == 2.0  # one flat block
+    assert tree_cost([0, 8, 0, 0], 1.0) == 3.0  # cells 0 and 1 alone, the flat half whole: 3 blocks, no deviation
+    assert tree_cost([0, 8, 0, 0], 10.0) == 18.0  # dearer blocks: one block, dev 8
+    with pytest.raises(ValueError, match="price must be"):
+        tree_cost([1, 2], -1.0)
+    with pytest.raises(ValueError, match="non-empty 1-D histogram"):
+        tree_cost(np.zeros((2, 2), dtype=int), 1.0)
+
+
+def test_price_factor():
+    assert price_factor(None) == 1.0
+    assert price_factor(0.25) == 1.0 and price_factor(10.0) == 1.0
+    assert price_factor(0.025) == pytest.approx(10.0)
+    assert price_factor(0.0) == 1e4 and price_factor(1e-9) == 1e4  # at most 10⁴: everything merges
+    with pytest.raises(ValueError, match="scale must be"):
+        price_factor(-0.1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -420,7 +433,7 @@ def test_dawa_partition_accepts_the_largest_domain():
     pieces = P._DawaPieces(np.zeros(MAX_DAWA, dtype=np.int64), 1)
     assert pieces.k == MAX_DAWA
     with pytest.raises(ValueError, match=rf"^dawa_partition handles up to {MAX_DAWA} cells, got {MAX_DAWA + 1}$"):
-        dawa_cost(np.zeros(MAX_DAWA + 1, dtype=np.int64), 1.0, 1.0)
+        noise_free_partition(np.zeros(MAX_DAWA + 1, dtype=np.int64), 1.0)
     with pytest.raises(ValueError, match=rf"^dawa_partition handles up to {MAX_DAWA} cells, got {MAX_DAWA + 1}$"):
         dawa_partition(np.zeros(MAX_DAWA + 1, dtype=np.int64), 1.0, 1.0, np.random.default_rng(0))
 
@@ -435,11 +448,12 @@ def test_default_max_length(k, expected):
     assert isinstance(P._default_max_length(k), int)
 
 
-def test_default_max_length_caps_the_buckets_of_dawa_cost():
-    # 40 cells of one value: with the cap 32 (from K/32 at least 16 → 16) one bucket cannot hold them
+def test_default_max_length_caps_the_buckets_of_the_partition():
+    # 40 cells of one value: with the cap (from K/32 at least 16 → 16) one bucket cannot hold them
     x = [3] * 40
-    assert dawa_cost(x, 1.0, 1.0, guard=0.0) == pytest.approx(dawa_cost(x, 1.0, 1.0, guard=0.0, max_length=16))
-    assert dawa_cost(x, 1.0, 1.0, guard=0.0) > dawa_cost(x, 1.0, 1.0, guard=0.0, max_length=64)
+    assert np.bincount(noise_free_partition(x, 1.0)).max() == 16
+    assert noise_free_partition(x, 1.0).tolist() == noise_free_partition(x, 1.0, max_length=16).tolist()
+    assert noise_free_partition(x, 1.0, max_length=64).tolist() == [0] * 40
 
 
 # --------------------------------------------------------------------------------------------
@@ -505,17 +519,17 @@ _X = [1, 2, 3, 4]
         ({"x": []}, ValueError, r"^x must be a non-empty 1-D histogram, got shape \(0,\)$"),
     ],
 )
-@pytest.mark.parametrize("which", ["partition", "cost", "costs"])
+@pytest.mark.parametrize("which", ["partition", "noise free"])
 def test_dawa_arguments_are_checked_by_name(kwargs, error, message, which):
     args = {"x": _X, "epsilon": 1.0, "epsilon2": 1.0, **kwargs}
     x, epsilon, epsilon2 = args.pop("x"), args.pop("epsilon"), args.pop("epsilon2")
+    if which == "noise free" and "epsilon" in kwargs:
+        return  # it has no partition budget
     with pytest.raises(error, match=message):
         if which == "partition":
             dawa_partition(x, epsilon, epsilon2, np.random.default_rng(0), **args)
-        elif which == "cost":
-            dawa_cost(x, epsilon, epsilon2, **args)
         else:
-            dawa_costs(x, epsilon, epsilon2, **args)
+            noise_free_partition(x, epsilon2, **args)
 
 
 def test_guard_arguments_are_checked_by_name():
@@ -523,30 +537,19 @@ def test_guard_arguments_are_checked_by_name():
         dawa_partition(_X, 1.0, 1.0, np.random.default_rng(0), guard=-0.5)
     with pytest.raises(TypeError, match=r"^guard must be a real number"):
         dawa_partition(_X, 1.0, 1.0, np.random.default_rng(0), guard=None)
-    with pytest.raises(ValueError, match=r"^guard must be >= 0, got -0\.5$"):
-        dawa_cost(_X, 1.0, 1.0, guard=-0.5)
-    with pytest.raises(ValueError, match=r"^guards must be >= 0, got -0\.5$"):
-        dawa_costs(_X, 1.0, 1.0, guards=(1.0, -0.5))
 
-
-@pytest.mark.parametrize("guards", [(True,), ("1",), (1 + 0j,), [[1.0], [None]], (True, 2.0), (0.5, "2")])
-def test_guards_that_are_not_real_numbers_are_refused_as_given(guards):
-    with pytest.raises(TypeError, match=r"^guards must be a real number, got "):
-        dawa_costs(_X, 1.0, 1.0, guards=guards)
 
 
 @pytest.mark.parametrize("guard", [True, "1", 1 + 0j, None])
 def test_a_guard_that_is_not_a_real_number_is_refused_by_name(guard):
     with pytest.raises(TypeError, match=r"^guard must be a real number, got "):
-        dawa_cost(_X, 1.0, 1.0, guard=guard)
+        dawa_partition(_X, 1.0, 1.0, np.random.default_rng(0), guard=guard)
 
 
 def test_zero_penalty_guard_and_unit_max_length_are_accepted():
     rng = np.random.default_rng(3)
     labels = dawa_partition([0, 5, 0, 5], 1.0, 1.0, rng, penalty=0.0, guard=0.0, max_length=1)
     assert labels.tolist() == [0, 1, 2, 3]  # buckets of one cell only
-    assert dawa_cost([0, 5, 0, 5], 1.0, 1.0, penalty=0.0, guard=0.0, max_length=1) == 0.0
-    assert dawa_costs([0, 5, 0, 5], 1.0, 1.0, penalty=0.0, guards=(0.0,)).tolist() == [0.0]
-    assert dawa_costs([0, 5, 0, 5], 1.0, 1.0, penalty=0.5, guards=[0]).tolist() == [2.0]
+    assert noise_free_partition([0, 5, 0, 5], 1.0, penalty=0.0, max_length=1).tolist() == [0, 1, 2, 3]
     assert dawa_partition([4], 1.0, 1.0, rng).tolist() == [0]
-    assert dawa_cost([4], 1.0, 1.0) == pytest.approx(1.0 + 3.5 * 2.0)
+    assert noise_free_partition([4], 1.0).tolist() == [0]

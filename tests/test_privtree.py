@@ -169,13 +169,17 @@ def test_a_single_leaf_spreads_its_exact_noisy_count_evenly(monkeypatch):
         assert np.allclose(answers, answers[0]) and abs(total - round(total)) < 1e-9 and abs(total - x.sum()) < 60
 
 
-def test_the_grid_check_hands_the_rest_of_epsilon_to_its_choice(monkeypatch):
-    """On a grid (by default) the private check runs first: its route decides between the plain
-    release and the tree, each run at ε less what the check spent, with the caller's generator."""
-    calls = []
+def test_the_check_hands_the_rest_of_epsilon_to_its_choice(monkeypatch):
+    """By default the private check runs first (on a line, and on a grid along the Hilbert curve),
+    read by PrivTree's model for the dimension and workload class: its route decides between the
+    plain release and the tree, each run at ε less what the check spent, with the caller's
+    generator."""
+    from types import SimpleNamespace
 
-    class Decision:
-        spent = 0.1
+    from blowfish_te.mechanisms.spatial import hilbert_order
+    from blowfish_te.selection import error_model
+
+    calls, measured, route = [], [], {"now": "plain"}
 
     class Plain:
         def run(self, workload, x, epsilon, gen):
@@ -186,18 +190,25 @@ def test_the_grid_check_hands_the_rest_of_epsilon_to_its_choice(monkeypatch):
         calls.append(("tree", epsilon, threshold))
         return np.zeros((1, x.ndim), dtype=np.int64), np.array([x.shape])
 
-    monkeypatch.setattr(privtree, "choose_for_ranges", lambda *args, **kwargs: Decision)
+    monkeypatch.setattr(privtree, "measure", lambda values, eps, gen: measured.append((np.array(values), eps)) or "features")
+    monkeypatch.setattr(privtree, "decide", lambda features, model: measured.append(model) or SimpleNamespace(
+        route=route["now"], spent=0.1))
     monkeypatch.setattr(privtree, "plain_strategy", lambda mechanism, workload: Plain())
     monkeypatch.setattr(privtree, "privtree_leaves", leaves)
     grid, line = wl.identity((4, 4)), wl.identity(16)
-    for Decision.route in ("plain", "partition"):
-        M.PrivTree().run(grid, np.ones(16), 0.8, rng=0)
-    M.PrivTree(tree_share=0.25, threshold=3.0).run(line, np.ones(16), 0.8, rng=0)  # no check on a line
-    M.PrivTree(select=False).run(grid, np.ones(16), 0.8, rng=0)
+    x = np.arange(16)
+    for route["now"] in ("plain", "partition"):
+        M.PrivTree().run(grid, x, 0.8, rng=0)
+    M.PrivTree(tree_share=0.25, threshold=3.0).run(line, x, 0.8, rng=0)  # checked on a line too
+    M.PrivTree(select=False).run(grid, x, 0.8, rng=0)
     assert [c[0] for c in calls] == ["plain", "tree", "tree", "tree"]
     assert calls[0][1] == pytest.approx(0.7) and isinstance(calls[0][2], np.random.Generator)
-    assert calls[1][1:] == (pytest.approx(0.35), 0.0) and calls[2][1:] == (pytest.approx(0.2), 3.0)
+    assert calls[1][1:] == (pytest.approx(0.35), 0.0) and calls[2][1:] == (pytest.approx(0.175), 3.0)
     assert calls[3][1] == pytest.approx(0.4)
+    assert np.array_equal(measured[0][0], x[hilbert_order((4, 4))]) and measured[0][1] == 0.8
+    assert measured[1] == error_model("privtree", 2, "cells")
+    assert np.array_equal(measured[4][0], x) and measured[5] == error_model("privtree", 1, "cells")
+    assert len(measured) == 6  # select=False measures nothing
 
 
 @pytest.mark.parametrize("epsilon", [0.25, 3.0])
@@ -337,7 +348,7 @@ def test_privtree_runs_on_any_policy_and_refuses_bad_parameters():
         M.PrivTree(threshold="high")
     with pytest.raises(TypeError, match="^select must be True or False"):
         M.PrivTree(select="yes")
-    assert not bt.answer(w, x, policies.unbounded(64), 1.0, "privtree").secure  # floating-point split decisions
+    assert not bt.answer(w, x, policies.unbounded(64), 1.0, M.PrivTree(select=False)).secure  # floating-point splits
 
 
 @needs_data

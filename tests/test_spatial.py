@@ -123,26 +123,27 @@ def test_ugrid_cuts_the_grid_by_qardajis_rule(c, epsilon, blocks, monkeypatch):
 
 
 def test_agrid_levels_follow_the_rule_and_combine_by_inverse_variance(monkeypatch):
-    """120² cells of 70 records, ε = 0.01, c = 10, α = 1/2: m₁ = max(10, ⌈√(N ε/c)/4⌉) = 10
-    coarse blocks a side, each of N' = 10,080 records cut into m₂ = ⌈√(N' (1-α) ε/(c/2))⌉ = 4
-    a side. A coarse count off by 8 moves its block by 8 · (1/V₁)/(1/V₁ + 1/V₂) = 8 · 16/17,
-    V₁ = 2/ε₁² and V₂ = 16 · 2/ε₂² the variances of the coarse count and of its 16 fine ones."""
+    """120² cells of 70 records, ε = 0.01, c = 10, α = 1/2: m₁ = max(10, ⌊√(N ε/c)/4⌋) = 10
+    coarse blocks a side, of ⌊120/10⌋ = 12 cells; each of N' = 10,080 records is cut into
+    m₂ = ⌊√(N' (1-α) ε/(c/2))⌋ = 3 parts a side, of ⌊12/3⌋ = 4 cells (DPComp's whole-cell sides).
+    A coarse count off by 8 moves its block by 8 · (1/V₁)/(1/V₁ + 1/V₂) = 8 · 9/10, V₁ = 2/ε₁²
+    and V₂ = 9 · 2/ε₂² the variances of the coarse count and of its 9 fine ones."""
     import blowfish_te.mechanisms.spatial as spatial
 
     x = np.full(120 * 120, 70)
     noise = ShiftedNoise(8.0, 0.0)
     monkeypatch.setattr(spatial, "add_laplace", noise)
     out = M.AGrid(c=10, alpha=0.5, total=int(x.sum()), select=False).run(wl.identity((120, 120)), x, 0.01, rng=0)
-    assert noise.draws == [(100, 200.0), (1600, 200.0)]  # Laplace(1/(αε)) and Laplace(1/((1-α)ε))
+    assert noise.draws == [(100, 200.0), (900, 200.0)]  # Laplace(1/(αε)) and Laplace(1/((1-α)ε))
     blocks = out.reshape(10, 12, 10, 12).sum(axis=(1, 3))
-    assert np.allclose(blocks, 70 * 144 + 8 * 16 / 17)
+    assert np.allclose(blocks, 70 * 144 + 8 * 9 / 10)
 
 
 def test_grid_mechanisms_say_where_the_total_comes_from():
     x = datasets.synthetic_2d((16, 16), 5000, rng=0).ravel()
     w = wl.random_rects((16, 16), 50, rng=0)
     bought = bt.answer(w, x, policies.unbounded((16, 16)), 1.0, "agrid", rng=0)
-    assert "record total measured with 0.05·ε" in bought.choice
+    assert "record total measured with 0.02·ε" in bought.choice
     public = bt.answer(w, x, policies.unbounded((16, 16)), 1.0, M.UGrid(total=5000), rng=0)
     assert "record total given as public" in public.choice
     # the bought total moves with the seed: it is never the true count read for free
@@ -265,47 +266,40 @@ def _draws_match(draws, expected):
     return [n for n, _ in draws] == [n for n, _ in expected] and np.allclose([s for _, s in draws], [s for _, s in expected])
 
 
-@pytest.mark.parametrize("epsilon, draws", [(1.3, [(4096, 1 / 1.3)]),
-                                            (0.6, [(1, 2 / (0.05 * 0.6)), (1024, 1 / (0.95 * 0.6))])])
-def test_ugrid_by_default_probes_the_blocks_bias_only_when_blocks_have_several_cells(epsilon, draws, monkeypatch):
-    """UGrid() on 64² cells of 2 records (N = 8192, public), c = 10: K/M = K c/(N ε) = 5/ε. At
-    ε = 1.3 that is 3.85, blocks of one cell: no probe, all of ε on the cells. At ε = 0.6 it is
-    8.3, blocks of 2 × 2: the bias probe at 5 % of ε (Laplace(L/(0.05 ε)), L = 2 maxᵢ‖W eᵢ‖₂ = 2
-    for the identity), then the 32² blocks at the other 95 % (an even grid's blocks have no bias,
-    so they pay) — and, without noise, the even data come back exactly."""
+@pytest.mark.parametrize("name", ["UGrid", "AGrid"])
+@pytest.mark.parametrize("route", ["partition", "plain"])
+def test_the_grids_check_reads_the_cost_along_the_curve_with_their_model(name, route, monkeypatch):
+    """With ``select`` (the default): the total bought at ``total_share``·ε and DAWA's cost along
+    the Hilbert curve (one ``measure``), read by the mechanism's model for the workload's class on
+    a grid; a plain decision releases ``auto``'s strategy at ε less both."""
     import blowfish_te.mechanisms.spatial as spatial
+    from blowfish_te.mechanisms.plain import plain_strategy
+    from blowfish_te.selection import Decision, error_model
 
-    x = np.full(64 * 64, 2)
-    noise = ShiftedNoise(0.0, 0.0)
-    monkeypatch.setattr(spatial, "add_laplace", noise)
-    out = M.UGrid(total=float(x.sum())).run(wl.identity((64, 64)), x, epsilon, rng=0)
-    assert _draws_match(noise.draws, draws), noise.draws
-    assert np.allclose(out, x)
+    x, epsilon, w = np.random.default_rng(3).integers(0, 9, 64), 0.8, wl.random_rects((8, 8), 20, rng=0)
+    seen = []
+    real_measure = spatial.measure
 
+    def measure(values, eps, gen, **kwargs):
+        features = real_measure(values, eps, gen, **kwargs)
+        seen.append((np.array(values), eps, kwargs, features))
+        return features
 
-@pytest.mark.parametrize("epsilon, c", [(10.0, 120.0), (2.0, 24.0)])
-def test_ugrid_keeps_its_blocks_while_their_bias_and_noise_beat_identity(epsilon, c, monkeypatch):
-    """6 × 6 cells of 2 records (N = 72, public), N ε/c = 6 blocks wanted: 2 × 2 blocks, nine of
-    them. With the probe's noisy bias b (the data are even, so b is the noise alone) and ε' = 0.95 ε
-    left, the blocks' error b² + 2/ε'² Σ_blocks 1/|block| = b² + 2/ε'² · 9/4 is set against
-    Identity's 2/ε'² · 36: the blocks run for b up to √(2 · (36 - 9/4))/ε' (0.86 at ε = 10, 4.3
-    at ε = 2) and the plain release (Identity) beyond it."""
-    import blowfish_te.mechanisms.spatial as spatial
+    monkeypatch.setattr(spatial, "measure", measure)
+    monkeypatch.setattr(spatial, "decide", lambda features, model: seen.append(model) or Decision(route, "forced", 1.0, features))
+    mech = getattr(M, name)()
+    out = mech.run(w, x, epsilon, rng=5)
+    (values, eps, kwargs, features), model = seen
+    assert np.array_equal(values, x[hilbert_order((8, 8))]) and eps == epsilon
+    assert kwargs == {"total": None, "total_budget": pytest.approx(0.02 * epsilon), "cost": True}
+    from blowfish_te.mechanisms.plain import workload_class
 
-    x = np.full(36, 2)
-    eps_left = 0.95 * epsilon
-    limit = np.sqrt(2 * (36 - 9 / 4)) / eps_left
-    for factor, blocks in ((0.99, True), (1.01, False), (-3.0, True)):
-        noise = ShiftedNoise(factor * limit, 0.0)
-        monkeypatch.setattr(spatial, "add_laplace", noise)
-        out = M.UGrid(c=c, total=72.0).run(wl.identity((6, 6)), x, epsilon, rng=0)
-        assert noise.draws[0] == (1, pytest.approx(2 / (0.05 * epsilon)))  # the probe
-        if blocks:
-            assert _draws_match(noise.draws[1:], [(9, 1 / eps_left)])
-            assert np.allclose(out, x)
-        else:
-            assert len(noise.draws) == 1  # Identity's own Laplace(1/ε') per cell instead
-            assert np.all(np.abs(out - x) < 40 / eps_left) and not np.allclose(out, x)
+    assert model == error_model(mech.name, 2, workload_class(w))
+    if route == "plain":
+        gen = np.random.default_rng(5)
+        spatial.measure = real_measure  # the same draws, to leave the generator where the release did
+        real_measure(x[hilbert_order((8, 8))], epsilon, gen, total=None, total_budget=0.02 * epsilon, cost=True)
+        assert np.array_equal(out, plain_strategy(mech, w).run(w, x, epsilon - features.spent, gen))
 
 
 def test_ugrid_cuts_a_rectangular_grid_into_square_blocks(monkeypatch):
@@ -335,24 +329,25 @@ def test_ugrid_takes_one_block_when_no_block_is_wanted(monkeypatch):
 
 @pytest.mark.parametrize("kwargs, coarse", [({}, 12 * 12), ({"c": 20.0}, 10 * 10)])
 def test_agrid_coarse_grid_follows_c(kwargs, coarse, monkeypatch):
-    """N = 21160 (public), ε = 1 on 12 × 12 cells: m₁ = max(10, ⌈√(N ε/c)/4⌉) is ⌈46/4⌉ = 12 at
-    the default c = 10 and max(10, ⌈32.5/4⌉) = 10 at c = 20; α = 1/2 by default, both levels at
-    Laplace(1/(ε/2))."""
+    """N = 25200 (public), ε = 1 on 60 × 60 cells: m₁ = max(10, ⌊√(N ε/c)/4⌋) is ⌊50.2/4⌋ = 12
+    at the default c = 10 (blocks of ⌊60/12⌋ = 5 cells a side) and max(10, ⌊35.5/4⌋) = 10 at
+    c = 20 (blocks of 6); α = 1/2 by default, both levels at Laplace(1/(ε/2))."""
     import blowfish_te.mechanisms.spatial as spatial
 
-    x = np.full(144, 147)
+    x = np.full(3600, 7)
     noise = ShiftedNoise(0.0, 0.0)
     monkeypatch.setattr(spatial, "add_laplace", noise)
-    out = M.AGrid(total=21160.0, select=False, **kwargs).run(wl.identity((12, 12)), x, 1.0, rng=0)
+    out = M.AGrid(total=25200.0, select=False, **kwargs).run(wl.identity((60, 60)), x, 1.0, rng=0)
     assert noise.draws[0] == (coarse, 2.0) and noise.draws[1][1] == 2.0
     assert np.allclose(out, x)
 
 
 def test_agrid_cuts_each_coarse_block_by_its_own_count(monkeypatch):
     """40 × 40 cells, N = 14 (public), ε = 20, α = 1/2, c = 10: 10 × 10 coarse blocks of 4 × 4
-    cells; a block of N' records is cut into m₂ = ⌈√(N' · 10 / 5)⌉ parts a side (at most 4): 1
-    for the 97 empty blocks, 2 for 2 records, 3 for 4 (cuts 0, 1, 3, 4) and 4 for 8 — 126 fine
-    blocks. Without noise each fine block's count is spread over its cells."""
+    cells; a block of N' records is cut into m₂ = ⌊√(N' · 10 / 5)⌋ parts a side (at least 1),
+    of ⌊4/m₂⌋ whole cells: one block for each of the 97 empty blocks, 2 × 2 blocks of 2 cells for
+    2 and for 4 records, 4 × 4 single cells for 8 — 121 fine blocks. Without noise each fine
+    block's count is spread over its cells."""
     import blowfish_te.mechanisms.spatial as spatial
 
     x = np.zeros((40, 40))
@@ -360,10 +355,10 @@ def test_agrid_cuts_each_coarse_block_by_its_own_count(monkeypatch):
     noise = ShiftedNoise(0.0, 0.0)
     monkeypatch.setattr(spatial, "add_laplace", noise)
     out = M.AGrid(c=10, alpha=0.5, total=14.0, select=False).run(wl.identity((40, 40)), x.ravel(), 20.0, rng=0)
-    assert _draws_match(noise.draws, [(100, 0.1), (126, 0.1)])
+    assert _draws_match(noise.draws, [(100, 0.1), (121, 0.1)])
     expected = np.zeros((40, 40))
     expected[0:2, 4:6] = 0.5  # the top-left of 2 × 2 parts of block (0, 1)
-    expected[1:3, 9:11] = 1.0  # the middle part of block (0, 2), cut at 1 and 3
+    expected[0:2, 8:10] = 1.0  # the top-left of 2 × 2 parts of block (0, 2)
     expected[3, 15] = 8.0  # single cells in block (0, 3)
     assert np.allclose(out.reshape(40, 40), expected)
 
@@ -376,19 +371,20 @@ def test_agrid_at_a_huge_epsilon_returns_the_data():
 
 
 def test_agrid_check_reads_the_total_and_the_levels_split_what_it_leaves(monkeypatch):
-    """AGrid() checks by default: on even 16 × 16 data (N public) DAWA's cost is a twelfth of K/ε,
-    below 0.15, so both levels run. The check buys the cost only (one draw: it reuses the total),
-    and the levels share the rest of ε, α and 1 - α of it."""
+    """AGrid() checks by default: with N public the check buys the cost only (one draw), and
+    when it partitions the levels share the rest of ε, α and 1 - α of it."""
     import blowfish_te.mechanisms.spatial as spatial
     import blowfish_te.selection as selection
+    from blowfish_te.selection import Decision
 
     x, epsilon, alpha = np.full(256, 16), 1.0, 0.3
     check, levels = ShiftedNoise(0.0), ShiftedNoise(0.0, 0.0)
     monkeypatch.setattr(selection, "add_laplace", check)
     monkeypatch.setattr(spatial, "add_laplace", levels)
+    monkeypatch.setattr(spatial, "decide", lambda features, model: Decision("partition", "forced", 0.5, features))
     out = M.AGrid(total=float(x.sum()), alpha=alpha).run(wl.identity((16, 16)), x, epsilon, rng=0)
-    assert len(check.draws) == 1 and check.draws[0][0] == 1
-    spent = 1.0 / check.draws[0][1]  # the cost's sensitivity is 1
+    assert len(check.draws) == 1 and check.draws[0][0] == 2  # the two costs, the total public
+    spent = 2 * 1.0 / check.draws[0][1]  # each cost's sensitivity is 1, at its own share
     assert 0 < spent < 0.05 * epsilon
     assert len(levels.draws) == 2
     assert np.isclose(levels.draws[0][1], 1 / (alpha * (epsilon - spent)))
@@ -399,11 +395,11 @@ def test_agrid_check_reads_the_total_and_the_levels_split_what_it_leaves(monkeyp
 @pytest.mark.parametrize("name", ["UGrid", "AGrid"])
 def test_grid_mechanisms_buy_the_total_with_their_share(name, monkeypatch):
     """total_share = 0.2 at ε = 2: the total at Laplace(1/0.4), the grids at the 1.6 left."""
-    import blowfish_te.mechanisms.base as base_module
     import blowfish_te.mechanisms.spatial as spatial
+    import blowfish_te.selection as selection
 
     total, grids = ShiftedNoise(0.0), ShiftedNoise(0.0, 0.0)
-    monkeypatch.setattr(base_module, "add_laplace", total)
+    monkeypatch.setattr(selection, "add_laplace", total)
     monkeypatch.setattr(spatial, "add_laplace", grids)
     mech = getattr(M, name)(total_share=0.2, select=False)
     mech.run(wl.identity((12, 12)), np.full(144, 3), 2.0, rng=0)
@@ -413,13 +409,13 @@ def test_grid_mechanisms_buy_the_total_with_their_share(name, monkeypatch):
 
 
 def test_grid_mechanisms_release_counts_with_the_exact_samplers():
-    """With a SecureRandom: integer counts (block totals, both AGrid levels) get discrete Laplace,
-    UGrid's real-valued bias probe the lattice scheme (at 2 × 2 blocks here; either way the
-    release after it is integer counts)."""
+    """With a SecureRandom: integer counts (block totals, both AGrid levels, the plain release's
+    cells) get discrete Laplace, the check's real-valued cost the lattice scheme (the total is
+    public here, so it is not drawn)."""
     from blowfish_te.secure import SecureRandom, sampler_name
 
     x, w = np.full(36, 2), wl.identity((6, 6))
-    for mech, integer, lattice in ((M.UGrid(total=72.0), 1, 0), (M.UGrid(c=24.0, total=72.0), 1, 1),
+    for mech, integer, lattice in ((M.UGrid(total=72.0, select=False), 1, 0), (M.UGrid(c=24.0, total=72.0), 1, 1),
                                    (M.AGrid(total=72.0, select=False), 2, 0)):
         rng = SecureRandom()
         out = mech.run(w, x, 2.0, rng=rng)

@@ -9,14 +9,14 @@ import numpy as np
 
 from .._validation import check_real
 from ..policies import Policy
-from ..routes import Outcome, plan_routes
-from ..selection import HISTOGRAMS, RANGES, choose, choose_for_ranges
+from ..routes import Outcome
+from ..selection import decide, measure
 from ..workloads import Workload
 from .auto import Auto
-from .base import Mechanism, NativeMechanism, get_mechanism
-from .datadependent import DAWA, RANGES_EXCESS, RANGES_FIT
-from .laplace import Identity
+from .base import Mechanism, NativeMechanism
+from .datadependent import DAWA, SMOOTHING_COST
 from .partition_then_transform import PartitionThenTransform, plain_release, public_total
+from .plain import best_plan_under
 
 
 class Adaptive(NativeMechanism):
@@ -36,11 +36,10 @@ class Adaptive(NativeMechanism):
       structure read back afterwards (:func:`blowfish_te.smoothing.smooth`, post-processing)
       unless the features show nothing to merge.
 
-    Choice: :func:`blowfish_te.selection.choose` (with the rule for histograms, or for ranges
-    over a line; :func:`~blowfish_te.selection.choose_for_ranges` for rectangles on a grid)
-    spends a few % of ε on the record total (free when the policy discloses it: no ⊥) and DAWA's
-    cost of the data with and without its guards, and reads them; the candidate it runs gets the
-    rest of ε.
+    Choice: :func:`blowfish_te.selection.measure` spends a few % of ε on the record total (free
+    when the policy discloses it: no ⊥) and DAWA's cost of the data, and
+    :func:`~blowfish_te.selection.decide` reads them with the data-dependent candidate's fitted
+    error model; the candidate it runs gets the rest of ε.
     When the data-dependent candidate would not partition this workload at all (prefix and range
     queries under line, threshold and grid policies: buckets cannot halve their error), it is
     the data-independent release itself, so nothing is measured and all of ε goes to it.
@@ -72,40 +71,29 @@ class Adaptive(NativeMechanism):
         dependent = self.candidates(workload, policy)[0]
         if not self._partitions(dependent, workload, policy):
             notes = f"{self.name}: {dependent.name} would not partition {workload.name} under {policy.name}, so it is the plain release"
-            return self._plain(workload, x, policy, epsilon, epsilon, gen, False, notes)
+            return self._plain(workload, x, policy, epsilon, gen, False, notes)
         dawa = isinstance(dependent, DAWA)
         order = dependent.layout(policy.shape) if dawa else np.arange(x.size)
-        total = public_total(policy, x)
-        kind = dependent.selection_rule(workload) if dawa else "histogram"
-        if kind == "ranges":  # rectangles over a grid
-            decision = choose_for_ranges(x[order], epsilon, gen, fit_max=RANGES_FIT, excess_max=RANGES_EXCESS, total=total)
-        else:
-            decision = choose(x[order], epsilon, gen, total=total, record_moves=1 if dawa else 2,
-                              rule=HISTOGRAMS if kind == "histogram" else RANGES)
-        notes = f"{self.name}: {decision.features.describe()}; {decision.reason}"
+        features = measure(x[order], epsilon, gen, total=public_total(policy, x), record_moves=1 if dawa else 2)
+        decision = decide(features, dependent.model(workload))
+        notes = f"{self.name}: {features.describe()}; {decision.reason}"
         if decision.route != "partition":
-            smoothed = decision.route == "smooth" and (dawa or dependent.smooths(workload))
-            if decision.route == "smooth" and not smoothed:
-                notes += f"; not smoothed: {workload.name} is not histogram-like"
-            return self._plain(workload, x, policy, epsilon, epsilon - decision.spent, gen, smoothed, notes)
+            smoothed = features.cost < SMOOTHING_COST and (dawa or dependent.smooths(workload))
+            return self._plain(workload, x, policy, epsilon - decision.spent, gen, smoothed, notes)
         rest = epsilon - decision.spent  # the candidate's steps keep their shares of the rest
         if dawa:  # unbounded DP: the transform is the identity, DAWA runs on x itself
             ratio = dependent.split(workload)[0]
-            answers = dependent.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen)
+            answers = dependent.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen,
+                                            scale=dependent.pricing_scale(workload, decision))
             return Outcome(np.asarray(answers, dtype=np.float64), notes=f"{notes}; ran {dependent.name}")
-        inner = dependent.partitioned(workload, x, policy, rest, dependent.split(workload, policy) * rest, gen, notes)
+        inner = dependent.partitioned(workload, x, policy, rest, dependent.split(workload, policy) * rest, gen, notes,
+                                      scale=features.scale if dependent.smooths(workload) else None)
         return replace(inner, notes=f"{notes}; ran {dependent.name}")
 
-    def _plain(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, rest: float, gen, smoothed: bool,
-               notes: str):
-        """The data-independent candidate at ``rest``: planned at the release's ``epsilon`` (once per
-        workload, policy and ε: every analytic error scales as 1/ε², so the ranking holds at any ε)."""
-        chosen = plan_routes(workload, policy, epsilon, self.candidates(workload, policy)[1]).chosen
-        if smoothed and not isinstance(chosen.mechanism, Identity):
-            # Laplace on the cells when it is as good (ties: e.g. Ordered under line for a
-            # histogram), since only its release can be smoothed
-            cells = plan_routes(workload, policy, epsilon, get_mechanism("identity")).chosen
-            if cells.expected_mse is not None and chosen.expected_mse is not None and \
-                    cells.expected_mse <= chosen.expected_mse * (1 + 1e-9):
-                chosen = cells
-        return plain_release(workload, x, policy, rest, gen, chosen.mechanism, chosen, smoothed, notes)
+    def _plain(self, workload: Workload, x: np.ndarray, policy: Policy, rest: float, gen, smoothed: bool, notes: str):
+        """The data-independent candidate at ``rest``: ``auto``'s choice and route for the workload
+        under the policy (planned once per workload and policy: every analytic error scales as
+        1/ε², so the ranking holds at any ε; Laplace on the cells where it ties, since only its
+        release can be smoothed)."""
+        mechanism, chosen = best_plan_under(workload, policy, self.candidates(workload, policy)[1])
+        return plain_release(workload, x, policy, rest, gen, mechanism, chosen, smoothed, notes)

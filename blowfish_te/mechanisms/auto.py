@@ -109,7 +109,10 @@ class Auto(Mechanism):
             note = f"optimized skipped (predicted {exact + transforms:.2g} s > budget {self.budget:g} s)"
         return pairs, "; ".join([note, *notes])
 
-    def _best(self, workload: Workload, epsilon: float) -> Mechanism:
+    def best(self, workload: Workload, epsilon: float = 1.0) -> Mechanism:
+        """The candidate of lowest analytic expected error for ``workload`` (unit changes; ties go
+        to the first compared). Every analytic error scales as 1/ε², so the choice is the same at
+        every ``epsilon``."""
         best, best_error = None, float("inf")
         for mech, _ in self.choices(workload)[0]:
             try:
@@ -124,8 +127,8 @@ class Auto(Mechanism):
 
     def expected_error(self, workload, epsilon):
         workload = as_workload(workload)
-        return self._best(workload, epsilon).expected_error(workload, epsilon)
+        return self.best(workload, epsilon).expected_error(workload, epsilon)
 
     def run(self, workload, x, epsilon, rng=None):
         workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
-        return self._best(workload, epsilon).run(workload, x, epsilon, gen)
+        return self.best(workload, epsilon).run(workload, x, epsilon, gen)

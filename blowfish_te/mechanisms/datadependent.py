@@ -15,13 +15,13 @@ import numpy as np
 
 from .._validation import check_int, check_real
 from ..noise import add_laplace
-from ..partitions import dawa_partition
-from ..selection import choose, choose_for_ranges
+from ..partitions import dawa_partition, price_factor
+from ..selection import Decision, ErrorModel, decide, error_model, measure
 from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
 from ..workloads import BucketWorkload, Workload
 from .base import LinearMechanism, Mechanism, RecordTotal, integer_entries
 from .laplace import Identity
-from .plain import STAGE_TWO, aggregation_gain, lowest_error, plain_strategy
+from .plain import STAGE_TWO, aggregation_gain, lowest_error, plain_strategy, workload_class
 from .spatial import hilbert_order
 
 
@@ -33,26 +33,22 @@ class DAWA(Mechanism):
     """DAWA (Li, Hay, Miklau, Wang, PVLDB 2014) on an ordered domain: a private partition into
     intervals, the workload reduced to the bucket totals (W·E, E spreading a total evenly over its
     bucket) answered by a linear strategy, uniform expansion — or, when a small private check of
-    the data says a partition cannot pay, the plain release.
+    the data predicts that a partition would lose, the plain release.
 
     - Order: a 1-D domain in its own order; a 2-D grid along ``order`` = ``"hilbert"`` (default:
       the Hilbert curve, :func:`~blowfish_te.mechanisms.spatial.hilbert_order`, so intervals are
       compact regions) or ``"rows"`` (row-major). The order is data-independent.
-    - Whether to partition (``select``, default True, unless ``ratio`` is given; see
-      :meth:`selection_rule`): :func:`blowfish_te.selection.choose` (histograms) or
-      :func:`~blowfish_te.selection.choose_for_ranges` (rectangles on a grid) spend a few % of ε
-      (at most 3.4 % at K = 4096) on the noisy record total and DAWA's own cost of the data, then
-      pick the partition — both steps at their shares of the rest of ε (taken from the
-      partition's share alone, the check made it merge a spike of 12 % of the records now and
-      then; from the totals' alone, it cost 1.12 times on noise-dominated data) — or the
-      partition into single cells, all of the rest of ε for the second step: for a histogram, Laplace noise
-      on every cell, whose structure is read back from the noisy counts
-      (:func:`blowfish_te.smoothing.smooth`, post-processing) unless the cost model shows nothing
-      to merge. A partition at 25 % of ε resolves structure only at a few times its own noise: on
-      large dense data it merges real structure, and one merged spike costs its square (measured:
-      up to 4 times Identity's error on DPBench-style shapes at N·ε/K >= 2). The features draw
-      from a child stream of a numpy generator, so with the same seed a release that partitions
-      draws the noise DAWA without the check draws, scaled to the rest of ε.
+    - Check (``select``, default True, unless ``ratio`` is given): :func:`blowfish_te.selection.measure`
+      spends a few % of ε (2.5 % at K = 4096, 0.7 % at 128²) on the noisy record total and DAWA's
+      cost of the data; :func:`blowfish_te.selection.decide` partitions where DAWA's fitted error
+      model (:meth:`model`, per dimension and workload class) predicts it below the plain
+      release's error, else releases the plain strategy — ``auto``'s choice for the workload
+      (:func:`~blowfish_te.mechanisms.plain.plain_strategy`) — at the rest of ε; a histogram's
+      Laplace counts have their structure read back (:func:`blowfish_te.smoothing.smooth`,
+      post-processing) when the cost shows structure to merge. When it partitions, both steps keep
+      their shares of the rest, and for histogram-like workloads buckets are priced by the noisy
+      total (:func:`~blowfish_te.partitions.price_factor`; a prefix or range sums a merged
+      bucket's bias over every cell it covers, so there the price stays).
     - Partition: :func:`blowfish_te.partitions.dawa_partition` at ε₁ = ``ratio``·ε, with
       per-bucket price ``penalty``/ε₂.
     - Bucket totals: at ε₂ = ε - ε₁ with ``estimator``, by default the candidate of
@@ -63,15 +59,14 @@ class DAWA(Mechanism):
       err(Identity)/err(HB)) the ratio of the two strategies' analytic errors on W, ratio =
       0.25/√r and penalty = r^(1/4). For a histogram r = 1, DAWA's published (0.25, 1/ε₂); for
       prefix sums over 4096 cells r ≈ 18, (0.058, 2.07): a hierarchy already averages the noise
-      there, so buckets earn less and lumping has to pay over longer runs. Chosen by measurement
-      (prefix sums at ε = 0.1, 20 seeds): on HEPTH the published split gives RMSE ≈ 200 and the
-      rule ≈ 139 (HB: 149), on ADULT, MEDCOST and NETTRACE the rule gives 63–86.
+      there, so buckets earn less and lumping has to pay over longer runs.
 
     Privacy (unit changes): the features are (ρε)-DP (Laplace noise on values of sensitivity 1,
-    see :func:`~blowfish_te.selection.choose`); the partition is ε₁-DP for unit changes
-    (report-noisy-min, see its docstring); a unit change moves one bucket total (or cell) by one, so the linear mechanism
-    with Laplace(Δ/ε₂), Δ its strategy's largest column L1 norm, is ε₂-DP; smoothing reads only
-    the released counts. The choices of ratio, penalty and strategy depend only on W, ε and
+    see :func:`~blowfish_te.selection.measure`); the partition is ε₁-DP for unit changes
+    (report-noisy-min, see its docstring; its price depends on the data only through the noisy
+    total); a unit change moves one bucket total (or cell) by one, so the linear mechanism with
+    Laplace(Δ/ε₂), Δ its strategy's largest column L1 norm, is ε₂-DP; smoothing reads only the
+    released counts. The choices of route, ratio, penalty and strategy depend only on W, ε and
     what was already released. Sequential composition gives ρε + ε₁ + ε₂ = ε. Data-dependent: no
     analytic error.
     """
@@ -101,44 +96,51 @@ class DAWA(Mechanism):
         ratio = 0.25 / math.sqrt(gain) if self.ratio is None else self.ratio
         return ratio, gain**0.25 if self.penalty is None else self.penalty
 
-    def selection_rule(self, workload: Workload) -> str | None:
-        """How a release of ``workload`` checks privately that a partition pays (when ``select`` is
-        on and ``ratio`` not given): ``"histogram"`` (:func:`blowfish_te.selection.choose`) for
-        histogram-like workloads — a hierarchy gains less than :data:`SELECTION_GAIN` times over
-        Identity on them in 1-D, less than :data:`GRID_HISTOGRAM_GAIN` times on a grid —,
-        ``"ranges"`` (:func:`blowfish_te.selection.choose_for_ranges`) for the other workloads on
-        a grid, None for 1-D range workloads (no check: the partition's share is small there, and
-        today's split never loses much; :class:`~blowfish_te.mechanisms.Adaptive` still compares)."""
-        gain = self._gain(workload)
-        if len(workload.domain) == 1:
-            return "histogram" if gain < SELECTION_GAIN else None
-        return "histogram" if gain < GRID_HISTOGRAM_GAIN else "ranges"
+    def model(self, workload: Workload) -> ErrorModel:
+        """DAWA's fitted error model for ``workload`` (its dimension and workload class)."""
+        return error_model(self.name, len(workload.domain), workload_class(workload, self._gain(workload)))
+
+    def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Decision | None:
+        """The private check of a release (validated arguments; the first draws from ``gen``, so
+        the same seed gives the decision :meth:`run` takes): :func:`~blowfish_te.selection.measure`
+        along :meth:`layout` and :func:`~blowfish_te.selection.decide` with :meth:`model`; None
+        when the release does not check (``select`` off, or ``ratio`` given)."""
+        if not self.select or self.ratio is not None:
+            return None
+        return decide(measure(x[self.layout(workload.domain)], epsilon, gen), self.model(workload))
 
     def run(self, workload, x, epsilon, rng=None):
         workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
         if len(workload.domain) > 2:
             raise ValueError(f"DAWA partitions a 1-D domain or a 2-D grid laid out along a curve; got domain {workload.domain}")
         ratio = self.split(workload)[0]
-        rule = self.selection_rule(workload) if self.select and self.ratio is None else None
-        if rule is not None:
-            cells = self.layout(workload.domain)
-            if rule == "histogram":
-                decision = choose(x[cells], epsilon, gen)
-            else:
-                decision = choose_for_ranges(x[cells], epsilon, gen, fit_max=RANGES_FIT, excess_max=RANGES_EXCESS)
-            if decision.route != "partition":
-                return self.plain(workload, x, epsilon - decision.spent, gen, cells if decision.route == "smooth" else None)
-            epsilon -= decision.spent  # both steps keep their shares of the rest
-        return self.partitioned(workload, x, ratio * epsilon, (1 - ratio) * epsilon, gen)
+        decision = self.check(workload, x, epsilon, gen)
+        if decision is None:
+            return self.partitioned(workload, x, ratio * epsilon, (1 - ratio) * epsilon, gen)
+        rest = epsilon - decision.spent  # both steps keep their shares of the rest
+        if decision.route != "partition":
+            smooth_along = self.layout(workload.domain) if decision.features.cost < SMOOTHING_COST else None
+            return self.plain(workload, x, rest, gen, smooth_along)
+        return self.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen, scale=self.pricing_scale(workload, decision))
 
-    def partitioned(self, workload: Workload, x: np.ndarray, eps1: float, eps2: float, gen) -> np.ndarray:
-        """DAWA's two steps on validated arguments: the partition at ``eps1``, the bucket totals at
-        ``eps2`` (ε₁ + ε₂ of the release, sequential composition)."""
+    def pricing_scale(self, workload: Workload, decision: Decision) -> float | None:
+        """The noisy N·ε/K that prices the buckets (:func:`~blowfish_te.partitions.price_factor`):
+        for histogram-like workloads only (None for the others)."""
+        cells = workload_class(workload, self._gain(workload)) == "cells"
+        return decision.features.scale if cells else None
+
+    def partitioned(self, workload: Workload, x: np.ndarray, eps1: float, eps2: float, gen,
+                    scale: float | None = None) -> np.ndarray:
+        """DAWA's two steps on validated arguments: the partition at ``eps1`` (buckets priced up by
+        :func:`~blowfish_te.partitions.price_factor` of the noisy ``scale`` N·ε/K, when given),
+        the bucket totals at ``eps2`` (ε₁ + ε₂ of the release, sequential composition)."""
         if not eps1 > 0:
             raise ValueError(f"the partition's budget must be positive, got {eps1}")
         cells = self.layout(workload.domain)
+        factor = price_factor(scale)
         labels = np.empty(workload.size, dtype=np.int64)
-        labels[cells] = dawa_partition(x[cells], eps1, eps2, gen, penalty=self.split(workload)[1])
+        labels[cells] = dawa_partition(x[cells], eps1, eps2, gen, penalty=self.split(workload)[1] * factor,
+                                       max_length=None if factor == 1 else workload.size)
         reduced = BucketWorkload(workload, labels)
         totals = np.bincount(labels, weights=x).astype(np.int64)
         estimator = self.estimator or lowest_error(reduced, STAGE_TWO)
@@ -151,8 +153,8 @@ class DAWA(Mechanism):
         return hilbert_order(domain)
 
     def plain(self, workload: Workload, x: np.ndarray, epsilon: float, gen, smooth_along: np.ndarray | None) -> np.ndarray:
-        """The release without a partition (every cell its own bucket): the stage-two strategy on
-        the whole workload; when that is Laplace on every cell and ``smooth_along`` gives the cell
+        """The release without a partition (every cell its own bucket): the plain strategy on the
+        whole workload; when that is Laplace on every cell and ``smooth_along`` gives the cell
         order, the noisy counts smoothed along it (post-processing)."""
         estimator = self.estimator or plain_strategy(self, workload)
         if smooth_along is None or not isinstance(estimator, Identity) or x.size > MAX_SMOOTHING:
@@ -165,16 +167,9 @@ class DAWA(Mechanism):
 
 #: How DAWA lays out a 2-D grid: along the Hilbert curve, or row by row.
 ORDERS = ("hilbert", "rows")
-#: DAWA checks privately whether to partition when a hierarchy gains less than this over Identity
-#: on the workload (histograms: 1; prefix sums over 4096 cells: about 18, where the partition
-#: gets a 6 % share and costs little when it does not pay).
-SELECTION_GAIN = 2.0
-#: On a grid, the histogram's rule applies below this gain (the Identity workload: 1); rectangles
-#: (random ones over 128 × 128 cells: 1.56) take the rule for ranges with these thresholds, measured
-#: on the DPBench 2-D shapes: partition when DAWA's unguarded cost is below RANGES_FIT of K/ε and
-#: its guards add less than RANGES_EXCESS.
-GRID_HISTOGRAM_GAIN = 1.05
-RANGES_FIT, RANGES_EXCESS = 0.1, 2.0
+#: The plain release's Laplace counts are smoothed when DAWA's noisy cost of the data is below
+#: this share of K/ε: above it every cell differs from its neighbours by more than the noise.
+SMOOTHING_COST = 1.15
 
 
 class MWEM(RecordTotal, Mechanism):

@@ -14,18 +14,19 @@ from ..partitions import (
     dawa_partition,
     matching_partition,
     noisy_pairing_partition,
+    price_factor,
     quotient_policy,
 )
 from ..policies import Policy
 from ..routes import Outcome, plan_routes
-from ..selection import choose
+from ..selection import ErrorModel, decide, error_model, measure
 from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
 from ..workloads import BucketWorkload, Workload, evenly_spaced_queries, identity
 from .base import LinearMechanism, Mechanism, NativeMechanism, get_mechanism
-from .datadependent import SELECTION_GAIN
+from .datadependent import SMOOTHING_COST
 from .hierarchical import HB, Privelet
 from .laplace import Identity
-from .plain import aggregation_gain
+from .plain import aggregation_gain, best_plan_under, workload_class
 from .spatial import hilbert_order
 
 PARTITIONS = ("dawa", "matching", "noisy_pairing")
@@ -101,9 +102,9 @@ class PartitionThenTransform(NativeMechanism):
         gain = self._cache("lumping gain").get(workload, IdentityCache).get(policy, lambda: lumping_gain(workload, policy))
         return DEFAULT_SPLIT if gain >= MIN_LUMPING_GAIN else 0.0
 
-    def _labels(self, x: np.ndarray, policy: Policy, eps1: float, eps2: float, gen) -> np.ndarray:
+    def _labels(self, x: np.ndarray, policy: Policy, eps1: float, eps2: float, gen, factor: float = 1.0) -> np.ndarray:
         if self.partition == "dawa":
-            return dawa_partition(x, eps1 / 2, eps2, gen, penalty=BUCKET_PRICE)
+            return dawa_partition(x, eps1 / 2, eps2, gen, penalty=BUCKET_PRICE * factor, max_length=None if factor == 1 else x.size)
         if self.partition == "matching":
             return matching_partition(x, eps1 / 2, eps2, gen)
         return noisy_pairing_partition(x, policy, eps1, eps2, gen)
@@ -119,8 +120,16 @@ class PartitionThenTransform(NativeMechanism):
         times over Identity on them), whose error is the cells' error that smoothing minimises; a
         prefix or range sums the smoothing's bias over every cell it covers (measured: prefixes
         under ``threshold:4`` at 10⁷ records, 200 times Identity's error when smoothed)."""
-        gain = self._cache("aggregation gain").get(workload, lambda: aggregation_gain(workload))
-        return gain < SELECTION_GAIN
+        return workload_class(workload, self._gain(workload)) == "cells"
+
+    def _gain(self, workload: Workload) -> float:
+        return self._cache("aggregation gain").get(workload, lambda: aggregation_gain(workload))
+
+    def model(self, workload: Workload) -> ErrorModel:
+        """Partition-then-transform's fitted error model: the one of histograms over a line (fitted
+        under the line policy; the partition reads the cells in their flat order on any domain,
+        and only histogram-like workloads are partitioned by the default split)."""
+        return error_model(self.name, 1, "cells")
 
     def check_policy(self, workload: Workload, policy: Policy) -> None:
         """A given estimator must serve the policy itself (the bucket policy of a coarse partition
@@ -131,31 +140,33 @@ class PartitionThenTransform(NativeMechanism):
     def compute(self, workload, x, policy, epsilon, gen) -> Outcome:
         eps1 = self.split(workload, policy) * epsilon
         if self.selects(workload, policy):
-            decision = choose(x, epsilon, gen, total=public_total(policy, x), record_moves=2)
-            notes = f"{self.name}: {decision.features.describe()}; {decision.reason}"
+            features = measure(x, epsilon, gen, total=public_total(policy, x), record_moves=2)
+            decision = decide(features, self.model(workload))
+            notes = f"{self.name}: {features.describe()}; {decision.reason}"
             if decision.route != "partition":
                 estimator, chosen = self._plain_plan(workload, policy)
-                smoothed = decision.route == "smooth" and self.smooths(workload)
-                if decision.route == "smooth" and not smoothed:
-                    notes += f"; not smoothed: {workload.name} is not histogram-like"
+                smoothed = features.cost < SMOOTHING_COST and self.smooths(workload)
                 return plain_release(workload, x, policy, epsilon - decision.spent, gen, estimator, chosen, smoothed, notes)
             rest = epsilon - decision.spent  # both steps keep their shares of the rest
-            return self.partitioned(workload, x, policy, rest, eps1 * rest / epsilon, gen, notes)
+            scale = features.scale if self.smooths(workload) else None  # histogram-like workloads only
+            return self.partitioned(workload, x, policy, rest, eps1 * rest / epsilon, gen, notes, scale=scale)
         return self.partitioned(workload, x, policy, epsilon, eps1, gen, "")
 
     def _plain_plan(self, workload: Workload, policy: Policy):
         if self.estimator is not None:
             return self.estimator, plan_routes(workload, policy, 1.0, self.estimator).chosen
-        # depends on (W, G) only: planned once
-        return self._cache("plan").get(workload, IdentityCache).get(policy, lambda: best_plan(workload, policy))
+        # auto's choice: depends on (W, G) only, planned once
+        return self._cache("plan").get(workload, IdentityCache).get(policy, lambda: best_plan_under(workload, policy))
 
     def partitioned(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, eps1: float, gen,
-                    notes: str) -> Outcome:
-        """The partition at ``eps1`` (none when 0) and the bucket totals at ``epsilon`` - ``eps1``, on
-        validated arguments; ``notes`` join the release's choice."""
+                    notes: str, scale: float | None = None) -> Outcome:
+        """The partition at ``eps1`` (none when 0; DAWA's buckets priced up by
+        :func:`~blowfish_te.partitions.price_factor` of the noisy ``scale`` N·ε/K, when given) and
+        the bucket totals at ``epsilon`` - ``eps1``, on validated arguments; ``notes`` join the
+        release's choice."""
         eps2 = epsilon - eps1
         if eps1 > 0:
-            labels = self._labels(x, policy, eps1, eps2, gen)
+            labels = self._labels(x, policy, eps1, eps2, gen, price_factor(scale))
             reduced, quotient = BucketWorkload(workload, labels), quotient_policy(policy, labels)
             totals = np.bincount(labels, weights=x).astype(np.int64)
             estimator, chosen = (self.estimator, None) if self.estimator is not None else best_plan(reduced, quotient)

@@ -10,17 +10,12 @@ import numpy as np
 
 from .._validation import check_real
 from ..noise import add_laplace
-from ..selection import choose_for_ranges
+from ..selection import Decision, ErrorModel, decide, error_model, measure
 from ..workloads import Boxes, Workload
 from ..workloads.boxes import coverage
 from .base import Mechanism
-from .plain import plain_strategy
+from .plain import aggregation_gain, plain_strategy, workload_class
 from .spatial import hilbert_order
-
-#: On a grid, PrivTree runs when DAWA's unguarded cost of the data (along the Hilbert curve) is
-#: below this share of K/ε (measured on the DPBench 2-D shapes: above it, dense regions split to
-#: single cells measured at ε₂ = ε/2, up to 1.9 times Identity's error on rectangles).
-GRID_FIT = 0.1
 
 
 def privtree_scales(epsilon: float, fanout: int) -> tuple[float, float]:
@@ -85,11 +80,12 @@ class PrivTree(Mechanism):
     """PrivTree (Zhang, Xiao, Xie, SIGMOD 2016): a hierarchical decomposition of the domain (1-D
     halving, 2-D quadtree) grown by noisy biased counts (:func:`privtree_leaves`, at ε₁ =
     ``tree_share``·ε, threshold θ = ``threshold``), the leaves' counts measured with Laplace(1/ε₂),
-    ε₂ = ε - ε₁, and spread evenly over their cells; answers W x̂. On a grid with ``select`` (the
-    default), a small private check first (:func:`blowfish_te.selection.choose_for_ranges` with
-    :data:`GRID_FIT`) falls back to the plain release — the workload's linear strategy of lowest
-    analytic error (:func:`~blowfish_te.mechanisms.plain.plain_strategy`) — where the data are
-    dense and uneven at the noise's scale.
+    ε₂ = ε - ε₁, and spread evenly over their cells; answers W x̂. With ``select`` (the default;
+    1-D or a 2-D grid), a small private check first (:func:`blowfish_te.selection.measure`: the
+    noisy record total and DAWA's cost of the data, along the Hilbert curve on a grid) and
+    PrivTree's fitted error model fall back to the plain release — ``auto``'s choice for the
+    workload (:func:`~blowfish_te.mechanisms.plain.plain_strategy`) — where the tree is predicted
+    to lose: dense data split to single cells measured at ε₂ = ε/2.
 
     Privacy (unit changes of x ≥ 0: one record added to or removed from one cell): one change
     moves by one the counts of the nodes on one root-to-leaf path, and counts never grow down a
@@ -116,11 +112,27 @@ class PrivTree(Mechanism):
             raise TypeError(f"select must be True or False (check privately on a grid whether to partition), got {select!r}")
         self.select = bool(select)
 
+    def model(self, workload: Workload) -> ErrorModel:
+        """PrivTree's fitted error model for ``workload`` (its dimension and workload class)."""
+        gain = self._cache("aggregation gain").get(workload, lambda: aggregation_gain(workload))
+        return error_model(self.name, len(workload.domain), workload_class(workload, gain))
+
+    def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Decision | None:
+        """The private check of a release (validated arguments; the first draws from ``gen``):
+        :func:`~blowfish_te.selection.measure` (along the Hilbert curve on a grid) and
+        :func:`~blowfish_te.selection.decide` with :meth:`model`; None without ``select`` or on
+        more than two axes."""
+        shape = tuple(workload.domain)
+        if not self.select or len(shape) > 2:
+            return None
+        order = hilbert_order(shape) if len(shape) == 2 else np.arange(x.size)
+        return decide(measure(x[order], epsilon, gen), self.model(workload))
+
     def run(self, workload: Workload, x, epsilon: float, rng=None) -> np.ndarray:
         workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
         shape = tuple(workload.domain)
-        if self.select and len(shape) == 2:
-            decision = choose_for_ranges(x[hilbert_order(shape)], epsilon, gen, fit_max=GRID_FIT)
+        decision = self.check(workload, x, epsilon, gen)
+        if decision is not None:
             epsilon -= decision.spent  # the tree and the leaves keep their shares of the rest
             if decision.route != "partition":
                 return plain_strategy(self, workload).run(workload, x, epsilon, gen)

@@ -14,16 +14,10 @@ import numpy as np
 
 from .._validation import check_real
 from ..noise import add_laplace
-from ..selection import choose_for_ranges, feature_stream
-from ..workloads import BucketWorkload, Workload
+from ..selection import Decision, ErrorModel, decide, error_model, measure
+from ..workloads import Workload
 from .base import Mechanism, RecordTotal
-from .plain import plain_strategy
-
-#: Share of ε UGrid spends on its blocks' bias before measuring them (when blocks have more than one cell).
-PROBE_SHARE = 0.05
-#: AGrid runs when DAWA's unguarded cost of the data (along the Hilbert curve) is below this share
-#: of K/ε (measured on the DPBench 2-D shapes), else the plain release.
-AGRID_FIT = 0.15
+from .plain import aggregation_gain, plain_strategy, workload_class
 
 
 def hilbert_order(shape) -> np.ndarray:
@@ -82,12 +76,12 @@ def _block_labels(shape, row_cuts: np.ndarray, col_cuts: np.ndarray) -> np.ndarr
 
 
 class _GridMechanism(RecordTotal, Mechanism, register=False):
-    """Shared parts: 2-D input and the record total (public or bought)."""
+    """Shared parts: 2-D input, the record total (public or bought) and the private check."""
 
     models_records = True
     needs_grid = True
 
-    def __init__(self, c: float = 10.0, total: float | None = None, total_share: float = 0.05, select: bool = True):
+    def __init__(self, c: float = 10.0, total: float | None = None, total_share: float = 0.02, select: bool = True):
         self.c = check_real(c, "c", 0, exclusive=True)
         self._init_total(total, total_share)
         if not isinstance(select, (bool, np.bool_)):
@@ -102,6 +96,29 @@ class _GridMechanism(RecordTotal, Mechanism, register=False):
                 "on the grid itself (other policies' transforms give counts over tree edges, which are not a grid)"
             )
         return workload, x, epsilon, gen
+
+    def model(self, workload: Workload) -> ErrorModel:
+        """The mechanism's fitted error model for ``workload`` (its workload class on a grid)."""
+        gain = self._cache("aggregation gain").get(workload, lambda: aggregation_gain(workload))
+        return error_model(self.name, 2, workload_class(workload, gain))
+
+    def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Decision:
+        """The record total and, with ``select``, the private check (validated arguments; the
+        first draws from ``gen``): :func:`blowfish_te.selection.measure` — the total public, or
+        bought at ``total_share``·ε, and DAWA's cost of the data along the Hilbert curve — and
+        :func:`~blowfish_te.selection.decide` with :meth:`model` (without ``select``: always the
+        blocks, nothing predicted)."""
+        order = hilbert_order(workload.domain)
+        features = measure(x[order], epsilon, gen, total=self.total, total_budget=self.total_share * epsilon,
+                           cost=self.select)
+        if not self.select:
+            return Decision("partition", f"{self.name} without a check", None, features)
+        return decide(features, self.model(workload))
+
+    def _checked_blocks(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> tuple[float, float, bool]:
+        """(N at least 1, ε left, whether to build the blocks) from :meth:`check`."""
+        decision = self.check(workload, x, epsilon, gen)
+        return max(decision.features.total, 1.0), epsilon - decision.spent, decision.route == "partition"
 
 
 def _spread(labels: np.ndarray, totals: np.ndarray) -> np.ndarray:
@@ -119,17 +136,16 @@ class UGrid(_GridMechanism):
     K, and a few heavy cells spread over 2-cell blocks cost more than the noise they save; with
     integral sides every cell is its own block (Identity) as soon as M >= K/4.
 
-    With ``select`` (the default) and blocks of several cells, the blocks' bias for the workload
-    is checked first (:meth:`_blocks_pay`, :data:`PROBE_SHARE` of ε): b = ‖W(E x - x)‖₂, E the
-    block averages, is a seminorm of x with sensitivity at most L = 2 maxᵢ‖W eᵢ‖₂, released with
-    Laplace(L/σε); UGrid falls back to the plain release (the workload's linear strategy of lowest
-    analytic error) when b² plus the blocks' noise exceeds the plain release's analytic error
-    (measured: heavy cells spread over blocks cost up to 70 times Identity's error on rectangles).
+    With ``select`` (the default) a private check first (:meth:`_checked_blocks`: DAWA's cost of
+    the data along the Hilbert curve and UGrid's fitted error model) falls back to the plain
+    release — ``auto``'s choice for the workload — where the blocks are predicted to lose
+    (measured before: heavy cells spread over blocks cost up to 70 times Identity's error on
+    rectangles).
 
     Privacy (unit changes): the blocks partition the grid, so one record moves one block total by
-    one (L1 sensitivity 1); with the record total bought at ρε (sensitivity 1) and the bias at σε
-    (sensitivity L), sequential composition gives ρε + σε + (1 - ρ - σ)ε = ε. The grid size
-    depends on the data only through the noisy total, the choice only through the noisy bias
+    one (L1 sensitivity 1); with the record total bought at ρε (sensitivity 1) and the check's cost
+    at σε (sensitivity 1), sequential composition gives ρε + σε + (1 - ρ - σ)ε = ε. The grid size
+    depends on the data only through the noisy total, the choice only through the noisy features
     (post-processing).
     """
 
@@ -137,35 +153,16 @@ class UGrid(_GridMechanism):
 
     def run(self, workload: Workload, x, epsilon: float, rng=None) -> np.ndarray:
         workload, x, epsilon, gen = self._grid_input(workload, x, epsilon, rng)
-        full = epsilon
-        total, epsilon = self._record_total(x, epsilon, gen)
+        total, epsilon, blocks = self._checked_blocks(workload, x, epsilon, gen)
+        if not blocks:
+            return plain_strategy(self, workload).run(workload, x, epsilon, gen)
         rows, cols = workload.domain
         wanted = total * epsilon / self.c
         block = max(1, math.isqrt(int(rows * cols / wanted))) if wanted > 0 else max(rows, cols)
         labels = _block_labels(workload.domain, _square_cuts(rows, block), _square_cuts(cols, block))
-        if self.select and block > 1:
-            spent = PROBE_SHARE * full
-            epsilon -= spent
-            if not self._blocks_pay(workload, x, labels, epsilon, spent, gen):
-                return plain_strategy(self, workload).run(workload, x, epsilon, gen)
         counts = np.bincount(labels, weights=x)
         noisy = add_laplace(counts, 1.0 / epsilon, gen, sensitivity=1.0, integer=True)
         return np.asarray(workload.matvec(_spread(labels, noisy)), dtype=np.float64)
-
-
-    def _blocks_pay(self, workload: Workload, x: np.ndarray, labels: np.ndarray, epsilon: float, spent: float, gen) -> bool:
-        """Whether the blocks' bias plus their noise at ``epsilon`` is predicted below the plain
-        release's error: b = ‖W(E x - x)‖₂, E the block averages, is released with Laplace(L/spent),
-        L = 2 max_i ‖W e_i‖₂ >= max_i ‖W(E - I) e_i‖₂ its sensitivity (E e_i averages columns)."""
-        blocks = BucketWorkload(workload, labels)
-        totals = np.bincount(labels, weights=x)
-        bias = float(np.linalg.norm(np.asarray(blocks.matvec(totals)) - np.asarray(workload.matvec(x))))
-        reach = 2.0 * float(np.sqrt(workload.column_norms("l2sq").max()))
-        noisy = add_laplace(np.array([bias]), reach / spent, feature_stream(gen), sensitivity=reach, integer=False)[0]
-        m = workload.num_queries
-        predicted = max(noisy, 0.0) ** 2 / m + 2.0 / epsilon**2 * blocks.frobenius_sq() / m
-        plain = plain_strategy(self, workload).expected_error(workload, epsilon) / m
-        return predicted < plain
 
 
 class AGrid(_GridMechanism):
@@ -174,12 +171,10 @@ class AGrid(_GridMechanism):
     at (1-α)ε. Per coarse block the two levels are combined by inverse-variance weighting and the
     fine blocks absorb the difference equally (constrained inference), then spread evenly.
 
-    With ``select`` (the default) a private check first (:func:`blowfish_te.selection.choose_for_ranges`
-    with :data:`AGRID_FIT`, on the noisy total already bought and DAWA's cost of the data along the
-    Hilbert curve for a share σ of ε) falls back to the plain release — the workload's linear
-    strategy of lowest analytic error — where the data are dense and uneven at the noise's scale
-    (measured: 1.17 times Identity on a DPComp 2-D set at 10⁶ records, ε = 0.01); otherwise both
-    levels keep their shares of the rest.
+    With ``select`` (the default) a private check first (:meth:`_checked_blocks`: DAWA's cost of
+    the data along the Hilbert curve for a share σ of ε, and AGrid's fitted error model) falls
+    back to the plain release — ``auto``'s choice for the workload — where the grid is predicted
+    to lose; otherwise both levels keep their shares of the rest.
 
     Privacy (unit changes): each level partitions the grid (sensitivity 1 per level); the fine
     grid depends on the data only through the coarse noisy counts; the check's cost feature has
@@ -189,7 +184,7 @@ class AGrid(_GridMechanism):
 
     name = "agrid"
 
-    def __init__(self, c: float = 10.0, alpha: float = 0.5, total: float | None = None, total_share: float = 0.05,
+    def __init__(self, c: float = 10.0, alpha: float = 0.5, total: float | None = None, total_share: float = 0.02,
                  select: bool = True):
         super().__init__(c=c, total=total, total_share=total_share, select=select)
         self.alpha = check_real(alpha, "alpha", 0, exclusive=True)
@@ -198,30 +193,27 @@ class AGrid(_GridMechanism):
 
     def run(self, workload: Workload, x, epsilon: float, rng=None) -> np.ndarray:
         workload, x, epsilon, gen = self._grid_input(workload, x, epsilon, rng)
-        full = epsilon
-        total, epsilon = self._record_total(x, epsilon, gen)
-        if self.select:
-            decision = choose_for_ranges(x[hilbert_order(workload.domain)], full, gen, fit_max=AGRID_FIT, total=total)
-            epsilon -= decision.spent  # both levels keep their shares of the rest
-            if decision.route != "partition":
-                return plain_strategy(self, workload).run(workload, x, epsilon, gen)
+        total, epsilon, blocks = self._checked_blocks(workload, x, epsilon, gen)
+        if not blocks:
+            return plain_strategy(self, workload).run(workload, x, epsilon, gen)
         rows, cols = workload.domain
         eps1, eps2 = self.alpha * epsilon, (1 - self.alpha) * epsilon
-        side = max(10, math.ceil(math.sqrt(total * epsilon / self.c) / 4))
-        row_cuts, col_cuts = _cuts(rows, side), _cuts(cols, side)
+        wanted = max(10, math.floor(math.sqrt(max(total, 0.0) * epsilon / self.c) / 4))  # m₁ blocks a side
+        side = max(1, math.floor(math.sqrt(rows * cols) / wanted))
+        row_cuts, col_cuts = _square_cuts(rows, side), _square_cuts(cols, side)
         coarse = _block_labels((rows, cols), row_cuts, col_cuts)
         coarse_noisy = add_laplace(np.bincount(coarse, weights=x), 1.0 / eps1, gen, sensitivity=1.0, integer=True)
-        # fine blocks: each coarse block cut by its own noisy count (post-processing)
-        parts = np.ceil(np.sqrt(np.maximum(coarse_noisy, 0.0) * eps2 / (self.c / 2)))
-        parts = np.clip(parts, 1, max(rows, cols)).astype(np.int64)  # no block has more cells a side
+        # fine blocks: each coarse block cut by its own noisy count into m₂ × m₂ (post-processing)
         block_rows, block_cols = np.divmod(np.arange(coarse_noisy.size), col_cuts.size - 1)
         heights, widths = np.diff(row_cuts)[block_rows], np.diff(col_cuts)[block_cols]
-        parts_rows, parts_cols = np.minimum(parts, heights), np.minimum(parts, widths)
+        parts = np.maximum(np.floor(np.sqrt(np.maximum(coarse_noisy, 0.0) * eps2 / (self.c / 2))), 1.0)
+        fine_side = np.maximum(np.floor(np.sqrt(heights * widths) / parts), 1).astype(np.int64)  # whole cells a side
+        parts_rows, parts_cols = -(-heights // fine_side), -(-widths // fine_side)
         per_block = parts_rows * parts_cols
         offset = np.cumsum(per_block) - per_block
         grid_rows, grid_cols = np.divmod(np.arange(rows * cols), cols)
-        sub_row = _part_of(grid_rows - row_cuts[block_rows[coarse]], heights[coarse], parts_rows[coarse])
-        sub_col = _part_of(grid_cols - col_cuts[block_cols[coarse]], widths[coarse], parts_cols[coarse])
+        sub_row = (grid_rows - row_cuts[block_rows[coarse]]) // fine_side[coarse]
+        sub_col = (grid_cols - col_cuts[block_cols[coarse]]) // fine_side[coarse]
         fine = offset[coarse] + sub_row * parts_cols[coarse] + sub_col
         owner = np.repeat(np.arange(coarse_noisy.size), per_block)
         fine_noisy = add_laplace(np.bincount(fine, weights=x, minlength=owner.size), 1.0 / eps2, gen, sensitivity=1.0, integer=True)

@@ -1,0 +1,285 @@
+"""Data-dependent releases on DPBench's cells: against the plain release, against their own
+partition branch, against the noise-free partition, and against DPComp side by side.
+
+Run: ``python benchmarks/datadependent_report.py --data-dir ../shared/datasets/dpbench
+[--dpcomp RESULTS] [--seeds 10] [--workers 2] [--only 1d,2d] [--json FILE] [--export-cells DIR]``
+(or set $BLOWFISH_TE_DATA).
+
+Cells, as DPBench samples them (``datasets.dpbench_sample``, seed 0): 1-D, 4096 cells, every
+shape at 10³, 10⁵ and 10⁷ records × ε ∈ {0.01, 0.1}, the 4096 cells (histogram) and the 4096
+prefix sums; 2-D, 128², every shape at 10⁴ and 10⁶ records × ε ∈ {0.01, 0.1}, DPBench's 2000
+rectangles (seed 0). Every mechanism runs under unbounded DP on the same cells with ``--seeds``
+trials; trial t of a cell draws from ``SeedSequence([t, crc32(cell)])``, so trials are
+independent across data sets. Errors are RMSE per query; ratios are of means over trials.
+
+Printed per cell: the plain release's RMSE (the analytic error of ``auto``'s strategy), each
+mechanism's mean RMSE over it, the best of ours, and — with ``--dpcomp`` — DPComp's best algorithm
+and the ratio of ours to it. For the mechanisms with a private check: how many trials partitioned,
+and the decision cost (the worst trial's RMSE over the better of the plain release and the
+mechanism's own partition branch, run unchecked on the same trials). ``--partitions`` adds, for
+DAWA, the error of the drawn partition (bias + the release's noise over its buckets) over the
+noise-free partition's at the same price.
+
+``--export-cells DIR`` writes the cells (``cells.json``, each histogram as ``.npy``, the
+rectangles as ``rects128.npz``) for running DPComp on the same data outside this repository;
+``--dpcomp`` reads that run's per-trial results (JSON list or JSON lines of ``{cell, algorithm,
+seed, rmse}``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import pathlib
+import time
+import zlib
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+from _measure import Recorder, add_options
+
+import blowfish_te as bt
+from blowfish_te import datasets, policies
+from blowfish_te import mechanisms as M
+from blowfish_te import workloads as wl
+from blowfish_te.mechanisms.plain import STAGE_TWO, best_linear, lowest_error
+from blowfish_te.partitions import noise_free_partition, price_factor
+from blowfish_te.workloads import BucketWorkload
+
+K_1D = 4096
+SHAPE_2D = (128, 128)
+SCALES = {1: (10**3, 10**5, 10**7), 2: (10**4, 10**6)}
+EPSILONS = (0.01, 0.1)
+#: Mechanisms per dimension; the first ones carry a private check and must stay near the plain release.
+CHECKED = {1: ("dawa", "partition_then_transform", "privtree"), 2: ("dawa", "agrid", "privtree", "ugrid")}
+OTHERS = {1: ("adaptive", "uniform", "ahp"), 2: ("adaptive", "uniform")}
+NATIVE = ("partition_then_transform", "adaptive")
+
+
+def cells(data_dir, only) -> list[dict]:
+    out = []
+    for ndim in (1, 2):
+        if f"{ndim}d" not in only:
+            continue
+        folder = pathlib.Path(data_dir) / ("1D" if ndim == 1 else "2D")
+        for path in sorted(folder.glob("*.npy")):
+            for scale in SCALES[ndim]:
+                for eps in EPSILONS:
+                    for kind in (("identity", "prefix") if ndim == 1 else ("rects",)):
+                        out.append(dict(id=f"{ndim}d/{path.stem}/{scale}/{kind}/{eps}", dim=ndim, shape_path=str(path),
+                                        scale=scale, eps=eps, workload=kind))
+    return out
+
+
+def workload_of(cell):
+    if cell["workload"] == "identity":
+        return wl.identity(K_1D)
+    if cell["workload"] == "prefix":
+        return wl.prefix(K_1D)
+    return wl.dpbench_ranges(SHAPE_2D, 2000, rng=0)
+
+
+def data_of(cell) -> np.ndarray:
+    return datasets.dpbench_sample(np.load(cell["shape_path"]), cell["scale"], domain=K_1D if cell["dim"] == 1 else SHAPE_2D,
+                                   rng=0).reshape(-1)
+
+
+def seed_of(cell, trial: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([trial, zlib.crc32(cell["id"].encode())]))
+
+
+def release(name: str, w, x, eps: float, gen, domain) -> np.ndarray:
+    if name in NATIVE:
+        policy = policies.unbounded(domain)
+        return np.asarray(bt.answer(w, x.reshape(domain), policy, eps, name, rng=gen).answers)
+    return np.asarray(M.get_mechanism(name).run(w, x, eps, gen))
+
+
+def partition_branch(name: str, w, x, eps: float, gen, domain) -> np.ndarray:
+    """The mechanism's data-dependent branch without its check, at the whole ε."""
+    if name == "dawa":
+        mech = M.DAWA()
+        ratio = mech.split(w)[0]
+        return mech.partitioned(w, x, ratio * eps, (1 - ratio) * eps, gen, scale=x.sum() * eps / x.size)
+    if name == "partition_then_transform":
+        mech, policy = M.PartitionThenTransform(), policies.unbounded(domain)
+        split = mech.split(w, policy)
+        out = mech.partitioned(w, x, policy, eps, split * eps, gen, "", scale=x.sum() * eps / x.size)
+        return np.asarray(out.answers)
+    return np.asarray(type(M.get_mechanism(name))(select=False).run(w, x, eps, gen))
+
+
+def decision_of(name: str, w, x, eps: float, gen) -> str | None:
+    """The route the checked release takes with this generator (its first draws)."""
+    if name == "partition_then_transform":
+        mech, policy = M.PartitionThenTransform(), policies.unbounded(tuple(w.domain))
+        if not mech.selects(w, policy):
+            return None
+        from blowfish_te.selection import decide, measure
+        return decide(measure(x, eps, gen, record_moves=2), mech.model(w)).route
+    decision = M.get_mechanism(name).check(w, x, eps, gen)
+    return None if decision is None else decision.route
+
+
+def partition_quality(w, x, eps: float, seeds: int, cell) -> dict:
+    """DAWA's drawn partitions against the noise-free one at the same price: error = bias +
+    the release's noise over the buckets (the stage-two strategy's analytic error)."""
+    mech = M.DAWA()
+    ratio, penalty = mech.split(w)
+    eps1, eps2 = ratio * eps, (1 - ratio) * eps
+    cells_order = mech.layout(w.domain)
+    factor = price_factor(x.sum() * eps / x.size)
+    max_length = None if factor == 1 else x.size
+    truth = np.asarray(w.matvec(x), dtype=np.float64)
+
+    def error(labels_in_order) -> float:
+        labels = np.empty(x.size, dtype=np.int64)
+        labels[cells_order] = labels_in_order
+        reduced = BucketWorkload(w, labels)
+        bias = np.asarray(reduced.matvec(np.bincount(labels, weights=x))) - truth
+        return (float(bias @ bias) + lowest_error(reduced, STAGE_TWO).expected_error(reduced, eps2)) / w.num_queries
+
+    ordered = x[cells_order]
+    star = error(noise_free_partition(ordered, eps2, penalty=penalty * factor, max_length=max_length))
+    from blowfish_te.partitions import dawa_partition
+    drawn = [error(dawa_partition(ordered, eps1, eps2, seed_of(cell, t), penalty=penalty * factor, max_length=max_length))
+             for t in range(seeds)]
+    return dict(noise_free=star, drawn=float(np.mean(drawn)))
+
+
+def measure_cell(job) -> dict:
+    cell, seeds, with_partitions = job
+    ndim = cell["dim"]
+    domain = (K_1D,) if ndim == 1 else SHAPE_2D
+    w = workload_of(cell)
+    x = data_of(cell)
+    eps = cell["eps"]
+    truth = np.asarray(w.matvec(x), dtype=np.float64)
+    plain = float(np.sqrt(best_linear(w).expected_error(w, eps) / w.num_queries))
+    out = dict(cell=cell["id"], plain=plain, runs={}, branch={}, decisions={}, seconds={})
+    for name in CHECKED[ndim] + OTHERS[ndim]:
+        rmse, secs = [], []
+        for t in range(seeds):
+            started = time.perf_counter()
+            answers = release(name, w, x, eps, seed_of(cell, t), domain)
+            secs.append(time.perf_counter() - started)
+            rmse.append(float(np.sqrt(np.mean((answers - truth) ** 2))))
+        out["runs"][name], out["seconds"][name] = rmse, secs
+        if name in CHECKED[ndim]:
+            out["decisions"][name] = [decision_of(name, w, x, eps, seed_of(cell, t)) for t in range(seeds)]
+            out["branch"][name] = [float(np.sqrt(np.mean((partition_branch(name, w, x, eps, seed_of(cell, t), domain) - truth) ** 2)))
+                                   for t in range(seeds)]
+    if with_partitions:
+        out["partitions"] = partition_quality(w, x, eps, seeds, cell)
+    return out
+
+
+def read_dpcomp(path) -> dict[str, tuple[str, float]]:
+    """{cell: (algorithm, mean RMSE)} of DPComp's best algorithm per cell."""
+    text = pathlib.Path(path).read_text()
+    rows = json.loads(text) if text.lstrip().startswith("[") else [json.loads(line) for line in text.splitlines() if line.strip()]
+    runs = collections.defaultdict(dict)
+    for r in rows:
+        if r.get("error") is None and r.get("rmse") is not None:
+            runs[(r["cell"], r["algorithm"])][r["seed"]] = r["rmse"]
+    best = {}
+    for (cell, algorithm), by_seed in runs.items():
+        mean = float(np.mean(list(by_seed.values())))
+        if cell not in best or mean < best[cell][1]:
+            best[cell] = (algorithm, mean)
+    return best
+
+
+def export(cell_list, folder) -> None:
+    folder = pathlib.Path(folder)
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    rects = wl.dpbench_ranges(SHAPE_2D, 2000, rng=0)
+    np.savez(folder / "rects128.npz", lo=np.asarray(rects.lo), hi=np.asarray(rects.hi))
+    listed = []
+    for cell in cell_list:
+        path = folder / "data" / (cell["id"].replace("/", "_") + ".npy")
+        x = data_of(cell)
+        np.save(path, x if cell["dim"] == 1 else x.reshape(SHAPE_2D))
+        listed.append(dict(id=cell["id"], dim=cell["dim"], shape=[K_1D] if cell["dim"] == 1 else list(SHAPE_2D),
+                           workload=cell["workload"], x_path=str(path), eps=cell["eps"], scale=cell["scale"],
+                           **({"rects_path": str(folder / "rects128.npz")} if cell["dim"] == 2 else {})))
+    (folder / "cells.json").write_text(json.dumps(listed, indent=1))
+    print(f"wrote {len(listed)} cells to {folder}")
+
+
+def summarise(results, dpcomp, recorder) -> None:
+    print(f"\n{'cell':34s} {'plain':>8s}  mechanisms / plain (partitioned trials)  best-of-ours  DPComp best   ours/DPComp")
+    ratios_dp, limits = [], collections.defaultdict(list)
+    worst_decision = collections.defaultdict(float)
+    for r in results:
+        plain = r["plain"]
+        means = {name: float(np.mean(v)) for name, v in r["runs"].items()}
+        parts = []
+        for name, mean in means.items():
+            text = f"{name[:8]} {mean / plain:5.2f}"
+            if name in r["decisions"] and r["decisions"][name][0] is not None:
+                text += f"({sum(d == 'partition' for d in r['decisions'][name])})"
+            parts.append(text)
+            if name in r["branch"]:
+                limits[name].append((mean / plain, r["cell"]))
+                better = min(plain, float(np.mean(r["branch"][name])))
+                worst_decision[name] = max(worst_decision[name], max(r["runs"][name]) / better)
+        best_name = min(means, key=means.get)
+        best = min(means[best_name], plain)
+        line = f"{r['cell']:34s} {plain:8.4g}  {'  '.join(parts)}  {best:8.4g}"
+        if dpcomp and r["cell"] in dpcomp:
+            algorithm, theirs = dpcomp[r["cell"]]
+            ratios_dp.append(best / theirs)
+            line += f"  {algorithm[:12]:12s} {theirs:8.4g}  {best / theirs:5.2f}"
+            recorder(f"{r['cell']} ours/dpcomp", best / theirs, "ratio")
+        print(line)
+    print("\nChecked mechanisms against the plain release (target <= 1.10 in every cell):")
+    for name, values in limits.items():
+        worst = max(values)
+        print(f"  {name:26s} cells <= 1.10: {sum(v <= 1.10 for v, _ in values)}/{len(values)}; worst {worst[0]:.3f} ({worst[1]});"
+              f" worst trial over the better branch {worst_decision[name]:.2f}")
+        recorder(f"{name} worst over plain", worst[0], "ratio")
+    if ratios_dp:
+        ratios_dp = np.array(ratios_dp)
+        print(f"\nBest of ours against DPComp's best: <= 1 in {np.mean(ratios_dp <= 1):.0%} of {ratios_dp.size} cells, "
+              f"median {np.median(ratios_dp):.3f}, worst {ratios_dp.max():.3f}")
+    parts = [r for r in results if "partitions" in r]
+    if parts:
+        print("\nDAWA's drawn partition over the noise-free partition at the same price (error = bias + noise of the release):")
+        for r in parts:
+            q = r["partitions"]
+            print(f"  {r['cell']:34s} noise-free {q['noise_free']:10.4g}  drawn/noise-free {q['drawn'] / q['noise_free']:7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", default=os.environ.get("BLOWFISH_TE_DATA"))
+    parser.add_argument("--dpcomp", default=None, help="DPComp's per-trial results on the exported cells")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--only", default="1d,2d")
+    parser.add_argument("--partitions", action="store_true", help="also DAWA's drawn partitions against the noise-free one")
+    parser.add_argument("--export-cells", default=None)
+    parser.add_argument("--results", type=pathlib.Path, default=None, help="write every trial's results here (JSON)")
+    add_options(parser)
+    args = parser.parse_args()
+    if args.data_dir is None:
+        raise SystemExit("give --data-dir (the DPBench folder with 1D/ and 2D/) or set $BLOWFISH_TE_DATA")
+    cell_list = cells(args.data_dir, args.only.split(","))
+    if args.quick:
+        cell_list = [c for c in cell_list if "/ADULT" in c["id"] or "/GOWALLA" in c["id"]]
+        args.seeds = min(args.seeds, 3)
+    if args.export_cells:
+        export(cell_list, args.export_cells)
+        return
+    with ProcessPoolExecutor(args.workers) as pool:
+        results = list(pool.map(measure_cell, [(c, args.seeds, args.partitions) for c in cell_list]))
+    if args.results:
+        args.results.write_text(json.dumps(results))
+    summarise(results, read_dpcomp(args.dpcomp) if args.dpcomp else None, Recorder(args.json))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,305 @@
+"""Fit the error models of the private checks (:mod:`blowfish_te.selection`) on the DPBench shapes.
+
+Run: ``python benchmarks/train_selection.py --data-dir ../shared/datasets/dpbench [--holdout-dir DIR]
+[--seeds 5] [--workers 2] [--write]`` (or set $BLOWFISH_TE_DATA). ``--write`` rewrites
+``blowfish_te/_selection_models.py`` with the fitted coefficients; ``--holdout-dir`` adds shapes
+(``.npy`` histograms: 1-D of 4096 cells, 2-D of 256²) that are only scored, never fitted.
+
+For every shape, scale (DPBench's generator, ``datasets.dpbench_sample``, seed 0) and ε, and for
+every data-dependent mechanism and workload class (1-D: the 4096 cells and the 4096 prefix sums;
+2-D, 128²: the cells and DPBench's 2000 rectangles), it measures the mean squared error of the
+mechanism's partition branch over ``--seeds`` seeds, the plain branch's at the same ε (its
+analytic error, or, where the release smooths the plain counts, measured over the same seeds) and
+the features without noise (N·ε/K and DAWA's cost over aligned dyadic tilings, without and with
+its guards, in units of K/ε). A release reads the features with Laplace noise of a known scale
+(the mechanism's shares of ε), so each cell enters the fit as ``DRAWS`` noisy copies: a
+least-squares fit of log10(error ratio) on the quadratic surface of
+:class:`~blowfish_te.selection.ErrorModel` over the copies predicts from what a release sees; a
+cost-weighted refinement replaces it where it makes cheaper picks on the training cells
+(:func:`fit`). The report lists per cell the branch the model picks from the exact features and,
+over fresh noisy copies, the mean and the worst cost of its picks (error over the better branch's).
+
+``--save-rows FILE`` keeps the measured cells (JSON); ``--rows FILE`` refits from them without
+measuring again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import pprint
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+from _measure import Recorder, add_options
+
+import blowfish_te as bt
+from blowfish_te import datasets, policies
+from blowfish_te import mechanisms as M
+from blowfish_te import workloads as wl
+from blowfish_te._selection_models import EXCESS_MAX, SCALE_RANGES
+from blowfish_te.mechanisms.datadependent import SMOOTHING_COST
+from blowfish_te.mechanisms.partition_then_transform import plain_release
+from blowfish_te.mechanisms.plain import best_linear, best_plan_under
+from blowfish_te.mechanisms.spatial import hilbert_order
+from blowfish_te.partitions import BUCKET_GUARD, tree_cost
+from blowfish_te.selection import MODEL_SPLIT, ErrorModel, Features, cost_share, total_share
+
+K_1D = 4096
+SHAPE_2D = (128, 128)
+SCALES = {1: (10**3, 10**4, 10**5, 10**6, 10**7), 2: (10**4, 10**5, 10**6, 10**7)}
+EPSILONS = (0.01, 0.1)
+#: (mechanism, dimension, workload class): the mechanisms whose check reads a model.
+KEYS = [("dawa", 1, "cells"), ("dawa", 1, "ranges"), ("privtree", 1, "cells"), ("privtree", 1, "ranges"),
+        ("partition_then_transform", 1, "cells"),
+        ("dawa", 2, "cells"), ("dawa", 2, "ranges"), ("privtree", 2, "cells"), ("privtree", 2, "ranges"),
+        ("agrid", 2, "cells"), ("agrid", 2, "ranges"), ("ugrid", 2, "cells"), ("ugrid", 2, "ranges")]
+#: Noisy copies of each cell's features in the fit (and, with another seed, in the report).
+DRAWS = 30
+
+
+def shapes(folder, ndim: int) -> dict[str, np.ndarray]:
+    """The ``.npy`` histograms of ``ndim`` dimensions under ``folder`` (DPBench's 1D/ or 2D/)."""
+    out = {}
+    if folder is None:
+        return out
+    for path in sorted(pathlib.Path(folder).rglob("*.npy")):
+        x = np.load(path, allow_pickle=False)
+        if x.ndim == ndim and x.sum() > 0:
+            out[path.stem] = np.rint(x).astype(np.int64)
+    return out
+
+
+_WORKLOADS: dict = {}
+_PLAIN: dict = {}
+
+
+def workload(ndim: int, kind: str):
+    """The class's workload, one object per process (plans are cached per workload object)."""
+    if (ndim, kind) not in _WORKLOADS:
+        if ndim == 1:
+            _WORKLOADS[ndim, kind] = wl.identity(K_1D) if kind == "cells" else wl.prefix(K_1D)
+        else:
+            _WORKLOADS[ndim, kind] = wl.identity(SHAPE_2D) if kind == "cells" else wl.dpbench_ranges(SHAPE_2D, 2000, rng=0)
+    return _WORKLOADS[ndim, kind]
+
+
+def partition_branch(name: str, w, kind: str, x: np.ndarray, eps: float, seed: int, scale: float) -> np.ndarray:
+    """The answers of ``name``'s data-dependent branch, as the checked release runs it (buckets
+    priced by the scale for histogram-like workloads)."""
+    gen = np.random.default_rng(seed)
+    priced = scale if kind == "cells" else None
+    if name == "dawa":
+        mech = M.DAWA()
+        ratio = mech.split(w)[0]
+        return mech.partitioned(w, x, ratio * eps, (1 - ratio) * eps, gen, scale=priced)
+    if name == "partition_then_transform":
+        policy = policies.line(K_1D)
+        mech = M.PartitionThenTransform()
+        out = mech.partitioned(w, x, policy, eps, mech.split(w, policy) * eps, gen, "", scale=priced)
+        return np.asarray(out.answers)
+    cls = {"privtree": M.PrivTree, "agrid": M.AGrid, "ugrid": M.UGrid}[name]
+    return cls(select=False).run(w, x, eps, gen)
+
+
+def plain_error(name: str, w, eps: float) -> float:
+    """The plain release's analytic per-query MSE at ``eps`` (under the line policy for PtT),
+    computed once per workload at ε = 1: every analytic error scales as 1/ε²."""
+    key = (name == "partition_then_transform", id(w))
+    if key not in _PLAIN:
+        if key[0]:
+            _PLAIN[key] = best_plan_under(w, policies.line(K_1D))[1].expected_mse
+        else:
+            _PLAIN[key] = best_linear(w).expected_error(w, 1.0) / w.num_queries
+    return _PLAIN[key] / (eps * eps)
+
+
+def plain_branch_error(name: str, w, kind: str, x: np.ndarray, eps: float, seeds: int, cost: float) -> float:
+    """The plain branch's per-query MSE as the checked release runs it: for DAWA and PtT on cells
+    (histograms), Laplace counts smoothed when the cost reads below ``SMOOTHING_COST`` — measured
+    over ``seeds`` seeds —, else the analytic error of :func:`plain_error`."""
+    if kind != "cells" or name not in ("dawa", "partition_then_transform") or cost >= SMOOTHING_COST:
+        return plain_error(name, w, eps)
+    truth = np.asarray(w.matvec(x), dtype=np.float64)
+    if name == "dawa":
+        mech = M.DAWA()
+        runs = [mech.plain(w, x, eps, np.random.default_rng(s), mech.layout(w.domain)) for s in range(seeds)]
+    else:
+        policy = policies.line(K_1D)
+        estimator, chosen = best_plan_under(w, policy)
+        runs = [plain_release(w, x, policy, eps, np.random.default_rng(s), estimator, chosen, True, "").answers
+                for s in range(seeds)]
+    return float(np.mean([np.mean((np.asarray(a) - truth) ** 2) for a in runs]))
+
+
+def measure_cell(job) -> list[dict]:
+    """Every model's row for one (shape, scale, ε)."""
+    label, data, ndim, scale, eps, seeds, keys = job
+    domain = K_1D if ndim == 1 else SHAPE_2D
+    x = datasets.dpbench_sample(data, scale, domain=domain, rng=0)
+    flat = x.reshape(-1)
+    order = np.arange(flat.size) if ndim == 1 else hilbert_order(SHAPE_2D)
+    k = flat.size
+    price, guard = 1.0 / ((1 - MODEL_SPLIT) * eps), BUCKET_GUARD * 2.0 / (MODEL_SPLIT * eps)
+    features = dict(scale=float(flat.sum()) * eps / k, cost=tree_cost(flat[order], price) / (k / eps),
+                    guarded_cost=tree_cost(flat[order], price, guard) / (k / eps))
+    rows = []
+    for name, dim, kind in keys:
+        if dim != ndim:
+            continue
+        w = workload(ndim, kind)
+        truth = np.asarray(w.matvec(flat), dtype=np.float64)
+        errors = [float(np.mean((np.asarray(partition_branch(name, w, kind, flat, eps, s, features["scale"])) - truth) ** 2))
+                  for s in range(seeds)]
+        rows.append(dict(shape=label, records=scale, epsilon=eps, key=(name, ndim, kind), partition=float(np.mean(errors)),
+                         plain=plain_branch_error(name, w, kind, flat, eps, seeds, features["cost"]), cells=k, **features))
+    return rows
+
+
+def feature_noise(name: str, k: int) -> tuple[float, float]:
+    """Laplace scales of the features' noise as ``name``'s check draws it over ``k`` cells, in the
+    features' units: (on N·ε/K — 0 where the total is public —, on each cost in K/ε)."""
+    if name == "partition_then_transform":  # under line: the total is public, a record moves (sensitivity 2)
+        return 0.0, 2.0 / (cost_share(k, 2) * k)
+    share = 0.02 if name in ("agrid", "ugrid") else total_share(k)  # the grids buy their total at 0.02·ε
+    return 1.0 / (share * k), 1.0 / (cost_share(k) * k)
+
+
+def features_of(r, gen=None) -> Features:
+    """The row's features, exact or (with ``gen``) as one release reads them."""
+    scale, cost, guarded = r["scale"], r["cost"], r["guarded_cost"]
+    if gen is not None:
+        on_scale, on_cost = feature_noise(r["key"][0], r["cells"])
+        if on_scale:
+            scale += gen.laplace(0, on_scale)
+        cost, guarded = np.array([cost, guarded]) + gen.laplace(0, on_cost, 2)
+    return Features(scale, cost, 1, 1.0, 0.0, True, guarded)
+
+
+def model_of(key, coefficients) -> ErrorModel:
+    return ErrorModel(str(key), coefficients, SCALE_RANGES[key[1]], EXCESS_MAX, cost_bound=key[2] == "cells")
+
+
+def noisy_design(rows, key, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The surface's terms over ``DRAWS`` noisy copies of every row, and each copy's log10 ratio."""
+    gen, surface = np.random.default_rng(seed), model_of(key, ())
+    terms = np.array([surface.terms(features_of(r, gen)) for r in rows for _ in range(DRAWS)])
+    return terms, np.repeat(np.log10([r["partition"] / r["plain"] for r in rows]), DRAWS)
+
+
+def mean_costs(coefficients, rows, key, seed: int = 2) -> np.ndarray:
+    """Per row, the mean over ``DRAWS`` noisy readings of the pick's error over the better branch's."""
+    model, gen = model_of(key, coefficients), np.random.default_rng(seed)
+    out = []
+    for r in rows:
+        truth = r["partition"] / r["plain"]
+        out.append(np.mean([(truth if model.predict(features_of(r, gen)) < 1 else 1.0) / min(truth, 1.0)
+                            for _ in range(DRAWS)]))
+    return np.array(out)
+
+
+def fit(rows, key) -> tuple[float, ...]:
+    """Least squares of the log ratio over noisy copies of every row; then the same surface
+    refined by a cost-weighted logistic loss — each copy on the side of the crossing its true
+    ratio lies, weighted by |log ratio|, what a wrong pick there costs — kept only where it lowers
+    the largest mean cost of the training cells' picks by a tenth at least, and their geometric
+    mean too (a refinement that gains less is as likely to be fitting those cells' noise)."""
+    from scipy.optimize import minimize
+
+    terms, target = noisy_design(rows, key, seed=1)
+    least_squares, *_ = np.linalg.lstsq(terms, target, rcond=None)
+    side, weight = np.where(target < 0, 1.0, -1.0), np.abs(target) + 0.01
+
+    def loss(a):
+        return float(np.sum(weight * np.logaddexp(0.0, 6.0 * side * (terms @ a)))) / target.size + 1e-4 * float(a @ a)
+
+    weighted = minimize(loss, least_squares, method="L-BFGS-B").x
+    costs = {name: mean_costs(c, rows, key) for name, c in (("least squares", least_squares), ("cost-weighted", weighted))}
+    better = (costs["cost-weighted"].max() <= 0.9 * costs["least squares"].max()
+              and np.mean(np.log(costs["cost-weighted"])) <= np.mean(np.log(costs["least squares"])))
+    chosen = weighted if better else least_squares
+    print(f"{key}: {'cost-weighted' if better else 'least squares'} fit "
+          f"(largest mean cost {costs['least squares'].max():.3f} by least squares, {costs['cost-weighted'].max():.3f} weighted)")
+    return tuple(float(round(c, 4)) for c in chosen)
+
+
+def report(key, coefficients, rows, title: str) -> float:
+    """Per cell: the pick from the exact features, and the mean and worst cost of the picks over
+    ``DRAWS`` noisy readings; returns the largest mean."""
+    model, gen = model_of(key, coefficients), np.random.default_rng(2)
+    print(f"\n{title} {key}: {len(rows)} cells")
+    worst = 1.0
+    for r in sorted(rows, key=lambda r: (r["shape"], r["records"], r["epsilon"])):
+        truth = r["partition"] / r["plain"]
+        predicted = model.predict(features_of(r))
+        chose = "partition" if predicted < 1 else "plain"
+        costs = [(truth if model.predict(features_of(r, gen)) < 1 else 1.0) / min(truth, 1.0) for _ in range(DRAWS)]
+        worst = max(worst, float(np.mean(costs)))
+        flag = f"  <-- costs {np.mean(costs):.2f} (worst reading {max(costs):.2f})" if max(costs) > 1.0001 else ""
+        print(f"  {r['shape'][:14]:14s} {r['records']:>9.0e} {r['epsilon']:5.2f}  N·ε/K {r['scale']:9.3g}  cost {r['cost']:6.3f}"
+              f"  excess {features_of(r).excess:6.2f}  ratio {truth:8.3f}  predicted {predicted:8.3f}  {chose}{flag}")
+    print(f"  largest mean cost of the picks: {worst:.3f}")
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", default=os.environ.get("BLOWFISH_TE_DATA"))
+    parser.add_argument("--holdout-dir", default=None)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--only", default=None, help="comma list of mechanism names")
+    parser.add_argument("--write", action="store_true", help="rewrite blowfish_te/_selection_models.py")
+    parser.add_argument("--save-rows", default=None, help="keep the measured cells in this JSON file")
+    parser.add_argument("--rows", default=None, help="refit from cells saved by --save-rows (nothing measured)")
+    add_options(parser)
+    args = parser.parse_args()
+    recorder = Recorder(args.json)
+    if args.data_dir is None and args.rows is None:
+        raise SystemExit("give --data-dir (the DPBench folder with 1D/ and 2D/) or set $BLOWFISH_TE_DATA, or --rows")
+    keys = [k for k in KEYS if args.only is None or k[0] in args.only.split(",")]
+    if args.quick:  # one shape per dimension, a few cells: the pipeline, not the fit
+        keys, args.seeds = [k for k in keys if k[0] in ("dawa", "agrid")], 1
+    if args.rows is not None:
+        saved = json.loads(pathlib.Path(args.rows).read_text())
+        train, held = ([dict(r, key=tuple(r["key"])) for r in saved[part]] for part in ("training", "held out"))
+    else:
+        jobs, holdout = [], []
+        for ndim in (1, 2):
+            for folder, target in ((pathlib.Path(args.data_dir) / ("1D" if ndim == 1 else "2D"), jobs),
+                                   (args.holdout_dir, holdout)):
+                for label, data in list(shapes(folder, ndim).items())[: 1 if args.quick else None]:
+                    for scale in SCALES[ndim]:
+                        for eps in EPSILONS:
+                            target.append((label, data, ndim, scale, eps, args.seeds, keys))
+        with ProcessPoolExecutor(args.workers) as pool:
+            train = [row for rows in pool.map(measure_cell, jobs) for row in rows]
+            held = [row for rows in pool.map(measure_cell, holdout) for row in rows]
+        if args.save_rows:
+            pathlib.Path(args.save_rows).write_text(json.dumps({"training": train, "held out": held}))
+    fitted = {}
+    for key in keys:
+        rows = [r for r in train if r["key"] == key]
+        if not rows:
+            continue
+        fitted[key] = fit(rows, key)
+        recorder(f"{key} largest mean cost of the picks, training", report(key, fitted[key], rows, "training"),
+                        "ratio")
+        if held:
+            recorder(f"{key} largest mean cost of the picks, held out",
+                            report(key, fitted[key], [r for r in held if r["key"] == key], "held out"), "ratio")
+    print("\nCOEFFICIENTS =")
+    pprint.pprint(fitted, width=120)
+    if args.write:
+        path = pathlib.Path(bt.__file__).parent / "_selection_models.py"
+        text = path.read_text()
+        head = text[: text.index("COEFFICIENTS:")]
+        rows = "".join(f"    {key!r}: {value!r},\n" for key, value in sorted(fitted.items()))
+        path.write_text(head + "COEFFICIENTS: dict[tuple[str, int, str], tuple[float, ...]] = {\n" + rows + "}\n")
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

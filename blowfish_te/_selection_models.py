@@ -1,0 +1,29 @@
+"""Coefficients of the fitted error models of :mod:`blowfish_te.selection`, one per (mechanism,
+dimension, workload class). Written by ``benchmarks/train_selection.py``; do not edit by hand.
+
+Each entry: (c₀, …, c₇) of log10(ratio) = c₀ + c₁·s + c₂·c + c₃·s·c + c₄·s² + c₅·c² + c₆·g + c₇·s·g
+(see :class:`blowfish_te.selection.ErrorModel`).
+"""
+
+#: log10 N·ε/K of the training cells, per dimension: 10³–10⁷ records × ε ∈ {0.01, 0.1} over 4096
+#: cells, 10⁴–10⁷ over 128² (below -1.5 the noisy total cannot tell scales apart).
+SCALE_RANGES: dict[int, tuple[float, float]] = {1: (-1.5, 2.39), 2: (-1.5, 1.79)}
+#: log10 of the largest guards' excess in the training cells (about 20).
+EXCESS_MAX = 1.3
+#: Fitted over noisy copies of the cells that ``python benchmarks/train_selection.py --data-dir
+#: ../shared/datasets/dpbench --seeds 5 --save-rows rows.json`` measures (``--rows rows.json --write``).
+COEFFICIENTS: dict[tuple[str, int, str], tuple[float, ...]] = {
+    ('agrid', 2, 'cells'): (-0.2554, 0.1754, 0.3178, -0.1549, -0.058, -0.178, 0.7255, -0.194),
+    ('agrid', 2, 'ranges'): (0.1007, 0.0905, 0.692, -0.1636, 0.1421, 0.1425, 0.2654, -0.0743),
+    ('dawa', 1, 'cells'): (-0.3148, 0.3463, -0.9042, 0.205, -0.0112, -0.3152, -0.1812, 0.0835),
+    ('dawa', 1, 'ranges'): (-0.4403, 0.1703, -0.127, 0.0353, 0.0047, -0.1185, 0.2076, 0.0392),
+    ('dawa', 2, 'cells'): (-0.6575, 0.2033, -1.799, 0.1469, -0.0441, -0.6684, 0.2097, 0.0179),
+    ('dawa', 2, 'ranges'): (0.7938, -0.2279, 0.9418, -0.2019, -0.1031, 0.0392, 0.6232, -0.0267),
+    ('partition_then_transform', 1, 'cells'): (0.4366, -1.2735, 1.9774, -1.4847, 0.37, 1.6938, 0.5798, 0.5702),
+    ('privtree', 1, 'cells'): (-0.6091, 2.5135, 2.8204, 0.548, -1.1441, -1.3275, 1.4809, 2.2081),
+    ('privtree', 1, 'ranges'): (1.1166, 0.5875, 0.6987, -0.0557, -0.0297, 0.1594, -0.0494, -0.1962),
+    ('privtree', 2, 'cells'): (-0.0168, 0.057, 1.0207, -0.0481, -0.1569, -0.0385, 0.8505, 0.0407),
+    ('privtree', 2, 'ranges'): (1.1634, -0.3197, 2.222, 0.9391, -0.3282, -1.2076, 4.5266, 1.126),
+    ('ugrid', 2, 'cells'): (-1.1383, 1.6272, -3.1529, 0.715, -0.9301, -0.8398, -0.3397, 0.0374),
+    ('ugrid', 2, 'ranges'): (1.2126, 0.0274, -1.2815, -1.6115, -0.6597, 0.5746, -0.1257, 0.1241),
+}
