@@ -33,7 +33,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.optimize
 import scipy.sparse as sp
 
 from ..policies import BottomEdges, CliqueEdges, OffsetEdges, PairEdges, Policy
@@ -420,9 +419,11 @@ def optimize_weights(shape, workload_subsets, moves: Moves, max_cells: int = MAX
     steps = (None,) if costs.shape[0] == 1 else (4.0, 16.0, 64.0)
 
     def solve(w):
+        from scipy.optimize import minimize  # heavy: loaded when marginal weights are optimised
+
         for p in steps:
-            result = scipy.optimize.minimize(objective, w, args=(p,), jac=True, method="L-BFGS-B",
-                                             bounds=[(0.0, None)] * len(candidates), options={"maxiter": 500})
+            result = minimize(objective, w, args=(p,), jac=True, method="L-BFGS-B",
+                              bounds=[(0.0, None)] * len(candidates), options={"maxiter": 500})
             if np.isfinite(result.fun):
                 w = result.x
         return w
