@@ -194,7 +194,8 @@ def _check_output(output: pathlib.Path | None) -> None:
                    "no record is read, no noise is drawn, no budget is charged.")
 @click.option("--ledger", type=click.Path(dir_okay=False, path_type=pathlib.Path),
               help="A ledger file (SQLite, created when missing) that charges this release's ε to the dataset and refuses "
-                   "it, before reading the data, when the dataset's budget would be exceeded.")
+                   "it, before reading the data, when the dataset's budget would be exceeded. The charge is refunded only "
+                   "if the run fails before reading any record.")
 @click.option("--budget", "total", type=click.FloatRange(min=0, min_open=True),
               help="The dataset's total ε in the ledger, on its first release.")
 @click.option("--dataset", "dataset_name", help="The dataset's name in the ledger (default: DATA's absolute path).")
@@ -207,7 +208,9 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
     The release is planned first, from the domain alone (--column's --lower/--upper/--width, or a
     histogram file's shape), and the plan goes to standard error before anything else; --plan
     stops there. With --ledger, the ε is then charged to the dataset (refused past its budget)
-    before the data are read, and refunded if the run fails before any noise is drawn.
+    before the data are read, and refunded only if the run fails before reading any record (a
+    missing file, a header without a --column): a failure after reading keeps the charge, for its
+    message and exit status depend on the records without noise.
 
     The output labels every answer with its query and records ε, the policy, the mechanism, the
     route, the tree and its stretch, the disclosed component totals, the sampler, whether it was
@@ -254,8 +257,17 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
             charge = book.reserve(dataset, epsilon, the_plan.policy.name, the_plan.mechanism.name, workload.name, total)
             left = book.budget(dataset)
             click.echo(f"ledger: charged ε = {epsilon:g} to {dataset!r} ({left.spent:g} of {left.total:g} spent)", err=True)
+        if columns:  # the files and their headers, checked before any record is read
+            files = io.engines.check_files(str(data), domain, engine)
+            megabytes = sum(os.path.getsize(f) for f in files) / 1e6
+    except BaseException as err:
+        if charge is not None:  # no record was read: nothing about the data left the run
+            book.settle(charge, "refunded", _one_line(err))
+        if isinstance(err, (ValueError, TypeError, OSError, ImportError)):
+            _fail(err)
+        raise
+    try:
         if columns:
-            megabytes = sum(os.path.getsize(f) for f in io.sources.files_of(str(data))) / 1e6
             marginals = the_plan.marginals_read()  # a plan that reads marginals only: never the grid
             with Progress("counting records", total=megabytes, unit="MB", enabled=not quiet) as bar:
                 count = io.histogram if marginals is None else functools.partial(io.marginal_counts, marginals=marginals)
@@ -265,19 +277,9 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
             click.echo(f"records: {result.summary()} (exact counts, not private)", err=True)
         else:
             x = io.read_histogram(data)
-        x = the_plan.check(x)
-    except (ValueError, TypeError, OSError, ImportError) as err:
-        if charge is not None:  # nothing was drawn from the data yet
-            book.settle(charge, "refunded", _one_line(err))
-        _fail(err)
+        release = the_plan.release_checked(the_plan.check(x), seed)
     except BaseException as err:
-        if charge is not None:
-            book.settle(charge, "refunded", _one_line(err) or type(err).__name__)
-        raise
-    try:
-        release = the_plan.release_checked(x, seed)
-    except BaseException as err:
-        if charge is not None:  # noise may have been drawn: the ε stays spent
+        if charge is not None:  # records were read: the failure (its message, its exit status) reveals them without noise
             book.settle(charge, "failed", _one_line(err))
         if isinstance(err, (ValueError, TypeError, OSError, ImportError)):
             _fail(err)
@@ -388,15 +390,16 @@ def ledger_command(file, dataset_name, total, fmt):
         budgets = [b for b in book.budgets() if dataset_name in (None, b.dataset)]
         if dataset_name is not None and not budgets:
             raise ValueError(f"--dataset {dataset_name!r}: not in the ledger; datasets: {', '.join(b.dataset for b in book.budgets())}")
+        charges = {b.dataset: book.charges(b.dataset) for b in budgets}
     except (ValueError, TypeError, OSError) as err:
         _fail(err)
     if fmt == "json":
-        out = [{**vars(b), "remaining": b.remaining, "charges": [vars(c) for c in book.charges(b.dataset)]} for b in budgets]
+        out = [{**vars(b), "remaining": b.remaining, "charges": [vars(c) for c in charges[b.dataset]]} for b in budgets]
         click.echo(json.dumps(out, indent=1))
         return
     for b in budgets:
         click.echo(f"{b.dataset}: policy {b.policy}, budget ε = {b.total:g}, spent {b.spent:g}, left {b.remaining:g}")
-        for c in book.charges(b.dataset):
+        for c in charges[b.dataset]:
             note = f" ({c.note})" if c.note else ""
             click.echo(f"  #{c.id} {c.time} ε = {c.epsilon:g} {c.mechanism} on {c.workload}: {c.status}{note}")
 

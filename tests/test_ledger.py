@@ -2,6 +2,7 @@
 
 import json
 import multiprocessing
+import sqlite3
 import threading
 
 import numpy as np
@@ -10,8 +11,10 @@ from click.testing import CliRunner
 
 from blowfish_te import io
 from blowfish_te.cli import main
-from blowfish_te.ledger import BudgetExceeded, Ledger
+from blowfish_te.ledger import BudgetExceeded, DatasetBudget, InvalidLedger, Ledger
 from blowfish_te.routes import Plan
+
+from conftest import exactly
 
 
 def _invoke(*args):
@@ -135,7 +138,7 @@ def test_a_release_shows_its_plan_first_and_carries_it(tmp_path):
     assert "plan:" not in quiet.stderr and json.loads(quiet.stdout)["answers"] == out["answers"]
 
 
-def test_run_with_a_ledger_refuses_before_reading_and_refunds_bad_data(tmp_path, monkeypatch):
+def test_run_with_a_ledger_refuses_before_reading_and_keeps_the_charge_of_bad_data(tmp_path, monkeypatch):
     x = tmp_path / "x.npy"
     np.save(x, np.arange(16) % 5)
     book = tmp_path / "ledger.db"
@@ -148,19 +151,22 @@ def test_run_with_a_ledger_refuses_before_reading_and_refunds_bad_data(tmp_path,
     second = _invoke(*base, "--epsilon", 0.6)
     assert second.exit_code == 1 and "0.6 would exceed" in second.output and reads == []
     monkeypatch.undo()
-    np.save(x, np.arange(16) - 3)  # negative counts: refused before any noise is drawn
+    # negative counts, refused before any noise is drawn but after the counts were read: the refusal
+    # tells whether the histogram holds a negative count, so the charge stays (it used to be refunded)
+    np.save(x, np.arange(16) - 3)
     third = _invoke(*base, "--epsilon", 0.4)
     assert third.exit_code == 1 and "Error:" in third.output
     listed = _invoke("ledger", book, "--format", "json")
     (entry,) = json.loads(listed.stdout)
-    assert entry["spent"] == 0.6 and [c["status"] for c in entry["charges"]] == ["released", "refunded"]
+    assert entry["spent"] == 1.0 and entry["remaining"] == 0.0
+    assert [c["status"] for c in entry["charges"]] == ["released", "failed"]
     assert entry["charges"][1]["note"] and entry["policy"] == "line(16)"
     text = _invoke("ledger", book).stdout
-    assert f"{x.resolve()}: policy line(16), budget ε = 1, spent 0.6, left 0.4" in text and "refunded" in text
+    assert f"{x.resolve()}: policy line(16), budget ε = 1, spent 1, left 0" in text and ": failed (" in text
     assert _invoke("ledger", book, "--dataset", str(x.resolve()), "--budget", 0.5).exit_code == 1  # below what is spent
     assert _invoke("ledger", book, "--dataset", str(x.resolve()), "--budget", 2).exit_code == 0
     np.save(x, np.arange(16) % 5)
-    assert _invoke(*base, "--epsilon", 1).exit_code == 0  # 0.6 + 1 within the raised total of 2
+    assert _invoke(*base, "--epsilon", 1).exit_code == 0  # 0.6 + 0.4 + 1 is the raised total of 2
     assert _invoke(*base, "--epsilon", 0.5).exit_code == 1
 
 
@@ -187,3 +193,167 @@ def test_run_plan_and_ledger_usage_errors(tmp_path, args, message):
     np.save(tmp_path / "x.npy", np.arange(8))
     result = _invoke("run", tmp_path / "x.npy", "--epsilon", 1, *args)
     assert result.exit_code == 2 and message in result.output
+
+
+def _ages(path, n=300):
+    ages = np.random.default_rng(5).integers(0, 100, size=n)
+    path.write_text("age\n" + "\n".join(map(str, ages)) + "\n")
+    return ages
+
+
+@pytest.mark.parametrize("budget, charged", [(2, 11), (1, 10)])
+def test_failing_runs_that_read_records_spend_their_epsilon(tmp_path, budget, charged):
+    # the attack: move a 10-value domain along the ages, keeping the policy line(10); every run is
+    # refused with the exact numbers of records below and above it, and each refusal is charged
+    records, book = tmp_path / "ages.csv", tmp_path / "l.db"
+    ages = _ages(records)
+    for i, lower in enumerate(range(0, 110, 10)):
+        result = _invoke("run", records, "--column", "age", "--lower", lower, "--upper", lower + 9, "--epsilon", 0.1,
+                         "--ledger", book, "--dataset", "ages", *(["--budget", budget] if i == 0 else []))
+        assert result.exit_code == 1
+        if i < charged:
+            below, above = int((ages < lower).sum()), int((ages > lower + 9).sum())
+            assert "under line(10)" in result.stderr and "300 record(s) read" in result.output
+            assert (f"{below} below the domain" in result.output) == (below > 0)
+            assert (f"{above} above the domain" in result.output) == (above > 0)
+        else:  # the budget is spent: refused before a record is read
+            assert result.output.endswith("Error: ε = 0.1 would exceed dataset 'ages''s budget: 1 of 1 spent, 0 left "
+                                          "(nothing was charged)\n") and "record(s) read" not in result.output
+    left = Ledger(book).budget("ages")
+    assert [c.status for c in Ledger(book).charges()] == ["failed"] * charged
+    assert (left.spent, left.remaining) == ((1.1, 0.9) if budget == 2 else (1.0, 0.0))
+
+
+@pytest.mark.parametrize("name, content, extra, message", [
+    ("people.csv", b"name,agee\nann,3\n", [], "source {p}: no column 'age'; columns: name, agee"),
+    ("people.csv", b"age,age\n3,4\n", [],
+     "source {p}: the column name(s) 'age' appear more than once; rename the columns so that each name is unique"),
+    ("people.csv", b"\xffage\n3\n", [], "source {p}: its first line is not a CSV header in UTF-8 ('utf-8' codec can't "
+                                         "decode byte 0xff in position 0: invalid start byte)"),
+    ("people.parquet", b"not parquet " * 10, [],
+     "source {p}: cannot read its parquet schema (Invalid Input Error: No magic bytes found at end of file '{p}')"),
+    ("people.arrow", b"never opened", ["--engine", "spark"], "the Spark engine reads CSV and Parquet files; use DuckDB for Arrow IPC"),
+], ids=["column missing", "column repeated", "header not UTF-8", "not Parquet", "Arrow IPC for Spark"])
+def test_a_run_that_fails_before_reading_a_record_is_refunded(tmp_path, monkeypatch, name, content, extra, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    message = message.format(p=path)
+    monkeypatch.setattr(io, "histogram", lambda *a, **k: pytest.fail("records read"))
+    result = _invoke("run", path, "--column", "age", "--lower", 0, "--upper", 99, "--epsilon", 0.25, "--quiet",
+                     "--ledger", tmp_path / "l.db", "--budget", 1, "--dataset", "people", *extra)
+    assert result.exit_code == 1 and result.output.splitlines()[-1] == f"Error: {message}"
+    assert "Traceback" not in result.output
+    (charge,) = Ledger(tmp_path / "l.db").charges()
+    assert (charge.status, charge.note) == ("refunded", message)
+    assert Ledger(tmp_path / "l.db").budget("people").spent == 0.0
+
+
+def test_a_file_gone_before_it_is_read_is_refunded(tmp_path, monkeypatch):
+    records = tmp_path / "ages.csv"
+    _ages(records)
+    reserve = Ledger.reserve
+
+    def reserve_then_delete(self, *args, **kwargs):
+        charge = reserve(self, *args, **kwargs)
+        records.unlink()
+        return charge
+
+    monkeypatch.setattr(Ledger, "reserve", reserve_then_delete)
+    result = _invoke("run", records, "--column", "age", "--lower", 0, "--upper", 99, "--epsilon", 0.25, "--quiet",
+                     "--ledger", tmp_path / "l.db", "--budget", 1, "--dataset", "ages")
+    assert result.exit_code == 1 and result.output.endswith(f"Error: source {str(records)!r}: no such file\n")
+    monkeypatch.undo()
+    assert [c.status for c in Ledger(tmp_path / "l.db").charges()] == ["refunded"]
+    assert Ledger(tmp_path / "l.db").budget("ages").spent == 0.0
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--column", "age", "--lower", "0"], "give --lower and --upper (and --width, if any) once per --column"),
+    (["--column", "age", "--lower", "0", "--upper", "9", "--workload", "nonsense"], "--workload: "),
+], ids=["no --upper", "unknown workload"])
+def test_bad_options_charge_nothing(tmp_path, options, message):
+    records = tmp_path / "ages.csv"
+    _ages(records)
+    result = _invoke("run", records, "--epsilon", 0.25, "--ledger", tmp_path / "l.db", "--budget", 1, *options)
+    assert result.exit_code == 1 and message in result.output
+    assert not (tmp_path / "l.db").exists()  # refused before the ledger was opened
+
+
+def test_charges_add_up_exactly_on_their_decimal_values(tmp_path):
+    book = Ledger(tmp_path / "l.db")
+    for i in range(10):
+        book.reserve("d", 0.1, "line(8)", "hb", "w", total=1.0 if i == 0 else None)
+    with pytest.raises(BudgetExceeded, match=exactly("ε = 1e-16 would exceed dataset 'd''s budget: 1 of 1 spent, 0 left "
+                                                     "(nothing was charged)")):
+        book.reserve("d", 1e-16, "line(8)", "hb", "w")
+    assert (book.budget("d").spent, book.budget("d").remaining, len(book.charges())) == (1.0, 0.0, 10)
+    # 0.1 + 0.2 is 0.3: in floats it is 0.30000000000000004, which a budget of 0.3 would refuse
+    book.reserve("e", 0.1, "line(8)", "hb", "w", total=0.3)
+    book.reserve("e", 0.2, "line(8)", "hb", "w")
+    assert (book.budget("e").spent, book.budget("e").remaining) == (0.3, 0.0)
+    assert book.set_budget("e", "line(8)", 0.3).total == 0.3  # not below what is spent
+
+
+_CHANGED = ". The file was changed outside blowfish_te: nothing is charged to it until the row is put right"
+_STATUSES = "'reserved', 'released', 'failed', 'refunded' (lower case)"
+
+
+@pytest.mark.parametrize("edit, problem", [
+    ("UPDATE releases SET epsilon = -0.5 WHERE id = 1", "releases row 1: epsilon -0.5; allowed: a finite number > 0"),
+    ("UPDATE releases SET epsilon = 0 WHERE id = 1", "releases row 1: epsilon 0.0; allowed: a finite number > 0"),
+    ("UPDATE releases SET epsilon = 9e999 WHERE id = 2", "releases row 2: epsilon inf; allowed: a finite number > 0"),
+    ("UPDATE releases SET epsilon = 'half' WHERE id = 1", "releases row 1: epsilon 'half'; allowed: a finite number > 0"),
+    ("UPDATE releases SET status = 'Released' WHERE id = 1", f"releases row 1: status 'Released'; allowed: {_STATUSES}"),
+    ("UPDATE releases SET status = 'forgiven' WHERE id = 2", f"releases row 2: status 'forgiven'; allowed: {_STATUSES}"),
+    ("UPDATE budgets SET total = 1e308", "budgets row of dataset 'd': total 1e+308 is not the last total logged for it (1.0); "
+     "allowed: a total set by Ledger.set_budget (`blowfish-te ledger FILE --dataset NAME --budget TOTAL`), which logs it"),
+    ("UPDATE budgets SET total = 'lots'", "budgets row of dataset 'd': total 'lots'; allowed: a finite number > 0"),
+    ("UPDATE totals SET total = -1", "totals row 1: total -1.0; allowed: a finite number > 0"),
+], ids=["negative epsilon", "zero epsilon", "infinite epsilon", "text epsilon", "status in upper case", "unknown status",
+        "total changed without a log", "text total", "negative logged total"])
+def test_a_ledger_edited_by_hand_is_refused_naming_the_row(tmp_path, edit, problem):
+    path = tmp_path / "l.db"
+    book = Ledger(path)
+    book.settle(book.reserve("d", 0.5, "line(8)", "hb", "w", total=1.0), "released")
+    book.reserve("d", 0.25, "line(8)", "hb", "w")
+    with sqlite3.connect(path) as db:
+        db.execute(edit)
+    message = f"ledger {path}: {problem}{_CHANGED}"
+    for call in (lambda: book.reserve("d", 0.1, "line(8)", "hb", "w"), lambda: book.set_budget("d", "line(8)", 2.0),
+                 lambda: book.budget("d"), book.budgets, book.charges):
+        with pytest.raises(InvalidLedger, match=exactly(message)):
+            call()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM releases").fetchone() == (2,)  # nothing was charged
+    np.save(tmp_path / "x.npy", np.arange(8))
+    for args in (["run", tmp_path / "x.npy", "--epsilon", 0.1, "--dataset", "d", "--ledger", path], ["ledger", path]):
+        result = _invoke(*args)
+        assert result.exit_code == 1 and result.output.splitlines()[-1] == f"Error: {message}"
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_logged_raise_is_accepted_and_an_older_ledger_has_its_totals_logged_once(tmp_path):
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:  # the layout before totals were logged
+        db.executescript("""
+            CREATE TABLE budgets (dataset TEXT PRIMARY KEY, policy TEXT NOT NULL, total REAL NOT NULL, created TEXT NOT NULL);
+            CREATE TABLE releases (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT NOT NULL REFERENCES budgets(dataset),
+                time TEXT NOT NULL, epsilon REAL NOT NULL, policy TEXT NOT NULL, mechanism TEXT NOT NULL,
+                workload TEXT NOT NULL, status TEXT NOT NULL, note TEXT NOT NULL DEFAULT '');
+            INSERT INTO budgets VALUES ('d', 'line(8)', 1.0, '2024-01-01T00:00:00+00:00');
+            INSERT INTO releases (dataset, time, epsilon, policy, mechanism, workload, status)
+                VALUES ('d', '2024-01-01T00:00:00+00:00', 0.75, 'line(8)', 'hb', 'w', 'released');
+        """)
+    book = Ledger(path)
+    assert book.budget("d") == DatasetBudget("d", "line(8)", 1.0, 0.75)
+    assert book.set_budget("d", "line(8)", 2.0).total == 2.0  # a raise through the ledger is logged
+    book.reserve("d", 1.25, "line(8)", "hb", "w")
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT total FROM totals ORDER BY id").fetchall() == [(1.0,), (2.0,)]
+        db.execute("DELETE FROM totals")
+        db.execute("UPDATE budgets SET total = 10")
+    with pytest.raises(InvalidLedger, match=exactly(f"ledger {path}: budgets row of dataset 'd': total 10.0 is not the last "
+                                                    "total logged for it (none logged); allowed: a total set by Ledger.set_budget "
+                                                    "(`blowfish-te ledger FILE --dataset NAME --budget TOTAL`), which logs it"
+                                                    + _CHANGED)):
+        Ledger(path).reserve("d", 0.1, "line(8)", "hb", "w")  # opened again: the log is not seeded twice

@@ -7,6 +7,7 @@ Only the grouped counts (at most a few rows per cell) leave the engine, never th
 
 from __future__ import annotations
 
+import csv
 import math
 import pathlib
 import threading
@@ -14,12 +15,13 @@ import warnings
 
 import numpy as np
 
-from .domain import DUCKDB, MISSING, SPARK, Dialect, Grid
+from .domain import DUCKDB, MISSING, SPARK, Dialect, Grid, as_grid
 from .sources import RecordError, SqlQuery, check_unique_columns, csv_header, csv_lines, files_of, kind, suffix
 
-__all__ = ["duckdb_groups", "duckdb_marginals", "memory_groups", "memory_marginals", "spark_groups", "spark_marginals"]
+__all__ = ["check_files", "duckdb_groups", "duckdb_marginals", "memory_groups", "memory_marginals", "spark_groups", "spark_marginals"]
 
 _EXAMPLES = 3
+_SPARK_FORMATS = "the Spark engine reads CSV and Parquet files; use DuckDB for Arrow IPC"
 _DISTINCT_FIRST = 1 << 20  # group raw values before binning when valid records hold at most this many
 
 
@@ -57,6 +59,46 @@ def _check_columns(columns, grid: Grid, where: str) -> None:
     missing = [c for c in grid.columns if c not in columns]
     if missing:
         raise ValueError(f"{where}: no column {', '.join(map(repr, missing))}; columns: {', '.join(map(str, columns))}")
+
+
+def check_files(source, domain, engine: str = "duckdb") -> list[str]:
+    """The files of ``source`` (a path, a glob or a list of them), checked without reading a
+    record: they exist, are of one format ``engine`` (``"duckdb"`` or ``"spark"``) reads, and each
+    one's header (a CSV file's first line, a Parquet file's footer, an Arrow IPC file's schema)
+    names every column of ``domain`` once. What is refused here depends on no record."""
+    if engine not in ("duckdb", "spark"):
+        raise ValueError(f"engine must be 'duckdb' or 'spark' (the engines that read files), got {engine!r}")
+    grid = as_grid(domain)
+    files = files_of(source)
+    form = kind(suffix(files[0]))
+    if engine == "spark":
+        if form == "arrow":
+            raise ValueError(_SPARK_FORMATS)
+        _spark_session_class()
+    elif form == "arrow":
+        _arrow()
+    for path in files:
+        _check_columns(_header(path, form), grid, f"source {path}")
+    return files
+
+
+def _header(path: str, form: str) -> list[str]:
+    """The column names of one file, from its header alone."""
+    if form == "csv":
+        try:
+            return csv_header(path)
+        except (UnicodeDecodeError, csv.Error) as err:
+            raise ValueError(f"source {path}: its first line is not a CSV header in UTF-8 ({err})") from None
+    duckdb = _duckdb()
+    try:
+        if form == "parquet":
+            with duckdb.connect() as con:
+                return list(con.read_parquet(path).columns)
+        import pyarrow.dataset as ds
+
+        return list(ds.dataset(path, format="ipc").schema.names)
+    except (duckdb.Error, ValueError, OSError) as err:  # duckdb and pyarrow raise their own types
+        raise ValueError(f"source {path}: cannot read its {form} schema ({str(err).strip().splitlines()[0]})") from None
 
 
 def _with_skipped_lines(groups: np.ndarray, grid: Grid, files: list[str] | None) -> np.ndarray:
@@ -279,13 +321,18 @@ def duckdb_marginals(source, grid: Grid, subsets, connection=None, progress=None
 SPARK_LOG_CONFIG = pathlib.Path(__file__).resolve().parents[1] / "data" / "spark-log4j2.properties"
 
 
-def _spark_session(connection):
-    """``connection``, or the active Spark session, or a new local one whose log is kept to
-    warnings and which draws no progress bars on standard error."""
+def _spark_session_class():
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise ImportError("the Spark engine needs PySpark: pip install 'blowfish_te[spark]'") from None
+    return SparkSession
+
+
+def _spark_session(connection):
+    """``connection``, or the active Spark session, or a new local one whose log is kept to
+    warnings and which draws no progress bars on standard error."""
+    SparkSession = _spark_session_class()
     if connection is not None:
         return connection
     with warnings.catch_warnings():  # PySpark's notes on the pandas version are not the user's concern
@@ -318,7 +365,7 @@ def _spark_records(source, grid: Grid, connection):
         elif form == "parquet":
             df = spark.read.parquet(*files)
         else:
-            raise ValueError("the Spark engine reads CSV and Parquet files; use DuckDB for Arrow IPC")
+            raise ValueError(_SPARK_FORMATS)
     else:
         raise TypeError(f"the Spark engine reads Spark DataFrames, SQL and files, got {type(source).__name__}")
     _check_columns(df.columns, grid, "source")
