@@ -63,3 +63,17 @@ def test_stops_when_progress_is_below_tolerance():
 def test_refuses_a_non_finite_start():
     with pytest.raises(ValueError, match="not finite at the starting point"):
         minimize_nonnegative(lambda x: (np.inf, x), np.ones(3))
+
+
+def test_an_upper_bound_is_met_exactly_and_held_where_the_gradient_points_out():
+    target = np.array([2.0, -1.0, 5.0, 0.5])
+    fun = lambda x: (float(((x - target) ** 2).sum()), 2 * (x - target))  # noqa: E731
+    found = minimize_nonnegative(fun, np.array([9.0, 9.0, 0.0, 0.0]), tol=0.0, upper=3.0)
+    np.testing.assert_allclose(found.x, [2.0, 0.0, 3.0, 0.5], atol=1e-9)
+    assert found.x[2] == 3.0 and found.x[1] == 0.0
+    # the start is projected onto the box
+    calls = []
+    minimize_nonnegative(lambda x: calls.append(x.copy()) or fun(x), np.array([9.0, -1.0, 1.0, 1.0]), maxiter=1, upper=3.0)
+    assert calls[0].tolist() == [3.0, 0.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match=r"^upper must be > 0, got 0\.0$"):
+        minimize_nonnegative(fun, np.ones(4), upper=0.0)

@@ -1,6 +1,9 @@
 """Optimised strategies: Kronecker products against their dense twins, the policy-aware objective,
 exact Δ_G in the exact route, the transform routes' error floor and the ``auto`` selector."""
 
+import itertools
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from scipy.optimize import approx_fprime
@@ -8,12 +11,13 @@ from scipy.optimize import approx_fprime
 from blowfish_te import answer, plan, policies
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import Auto, Optimized, TunedOrderedHierarchical, get_mechanism
+from blowfish_te.mechanisms.matrix import MatrixMechanism
 from blowfish_te.mechanisms.optimized import axis_edges
 from blowfish_te.routes import transform_floor
 from blowfish_te.sensitivity import sensitivity
-from blowfish_te.strategies import PIdentityStrategy
+from blowfish_te.strategies import PIdentityStrategy, cap_scales
 from blowfish_te.strategies.kronecker import KroneckerStrategy, optimize_kronecker
-from blowfish_te.strategies.pidentity import _soft_sensitivity
+from blowfish_te.strategies.pidentity import MAX_COLUMN_SCALE, _objective, _soft_sensitivity
 from blowfish_te.strategies.standard import standard_workloads
 from blowfish_te.transform import transform
 from blowfish_te.workloads import from_matrix
@@ -42,6 +46,108 @@ def test_least_squares_stays_exact_when_theta_is_huge():
     assert np.abs(strategy.pinv(dense @ x) - x).max() <= 10 * reference + 1e-9
     w = wl.random_ranges(32, 40, rng=1)
     assert strategy.lstsq_frobenius_sq(w) == pytest.approx(np.linalg.norm(w.dense() @ np.linalg.pinv(dense)) ** 2, rel=1e-6)
+
+
+#: Unit roundoff of doubles: every rounded operation is exact to a relative 2⁻⁵³.
+ROUNDOFF = np.finfo(np.float64).eps / 2
+#: Records in the neighbouring histograms of the privacy-loss checks below.
+RECORDS = 2
+
+
+def _exact_edge_cost(strategy: PIdentityStrategy, u: int, v: int) -> Fraction:
+    """‖A(e_u - e_v)‖₁ in exact arithmetic, A = [I; Θ] diag(1/s) for the strategy's own Θ and s."""
+    su, sv = Fraction(strategy.scale[u]), Fraction(strategy.scale[v])
+    rows = zip(strategy.theta[:, u], strategy.theta[:, v])
+    return 1 / su + 1 / sv + sum(abs(Fraction(a) / su - Fraction(b) / sv) for a, b in rows)
+
+
+def _release_loss(strategy, policy, noise_scale: float) -> Fraction:
+    """max over G-neighbours x, x' of at most RECORDS records of ‖A x - A x'‖₁ / b, with A x as the
+    release computes it (``strategy.matvec``) and the difference, sum and ratio exact."""
+    k = strategy.size
+    worst = Fraction(0)
+    for n in range(1, RECORDS + 1):
+        for placement in itertools.combinations_with_replacement(range(k), n):
+            x = np.bincount(np.array(placement), minlength=k).astype(np.float64)
+            for u, v in policy.edges:
+                for a, b in ((u, v), (v, u)):
+                    if x[a] == 0:
+                        continue
+                    y = x.copy()
+                    y[a] -= 1
+                    y[b] += 1
+                    pairs = zip(strategy.matvec(x), strategy.matvec(y))
+                    worst = max(worst, sum(abs(Fraction(p) - Fraction(q)) for p, q in pairs))
+    return worst / Fraction(noise_scale)
+
+
+def _check_exact_privacy(strategy: PIdentityStrategy, workload, policy, epsilon: float) -> float:
+    """The declared Δ_G against the exact one, and the exact route's privacy loss against ε, each
+    within its rounding bound: Δ_G from entries θ/s and 1/s of at most 1, each rounded once, and
+    p + 2 further additions: (4 + (p + 3) Δ) u absolute; A x row by row with K + 1 roundings on
+    counts summing to at most RECORDS: (K + 1)·2·RECORDS·u absolute on ‖A x - A x'‖₁; and one
+    rounding of b = Δ/ε. Returns the relative tolerance on the loss."""
+    p, k = strategy.theta.shape
+    declared = sensitivity(strategy, policy)
+    exact = max(_exact_edge_cost(strategy, u, v) for u, v in policy.edges)
+    assert abs(Fraction(declared) - exact) <= (4 + (p + 3) * declared) * ROUNDOFF
+    release = answer(workload, np.arange(k), policy, epsilon, MatrixMechanism(strategy), rng=0, route="exact")
+    assert release.sensitivity == declared and release.noise_scale == declared / epsilon
+    tolerance = ((k + 1) * 2 * RECORDS + 4) / declared * ROUNDOFF + (p + 5) * ROUNDOFF
+    loss = _release_loss(strategy, policy, release.noise_scale)
+    assert abs(loss / Fraction(epsilon) - 1) <= tolerance
+    return tolerance
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_near_degenerate_pidentity_strategy_is_capped_and_its_privacy_loss_is_exact():
+    """Identity rows of ~1e-8 next to Θ rows near 1 (column scales s ≈ 10⁸, where the policy-aware
+    search went under partition policies) leave Δ_G ≈ 2/s to the rounding of entries near 1: nine
+    of its digits. The constructor refuses such Θ; cap_scales brings the scales to 2¹⁷ - 1, and
+    then Δ_G and the release's privacy loss are exact to their rounding bounds (2·10⁻¹⁰ relative,
+    five times below the route check's 10⁻⁹; uncapped, 1.6·10⁻⁷)."""
+    gen = np.random.default_rng(7)
+    p, k = 2, 5
+    theta = 5e7 * (1 + 1e-6 * gen.random((p, k)))
+    theta[:, 4] = gen.random(p)  # an ordinary column, alone in its block
+    scales = 1 + theta.sum(axis=0)
+    message = (f"theta's column {int(np.argmax(scales))} has scale s = 1 + column sum = {scales.max():.6g} > "
+               "MAX_COLUMN_SCALE = 2**17: the policy sensitivities of such a strategy lose their digits; "
+               "cap_scales(theta) rescales it")
+    with pytest.raises(ValueError) as refused:
+        PIdentityStrategy(theta, (k,))
+    assert str(refused.value) == message
+    capped = cap_scales(theta)
+    strategy = PIdentityStrategy(capped, (k,))
+    assert np.array_equal(capped[:, 4], theta[:, 4])
+    np.testing.assert_allclose(strategy.scale[:4], MAX_COLUMN_SCALE - 1, rtol=4 * ROUNDOFF)
+    np.testing.assert_allclose(capped[:, :4] / capped[:, :4].sum(0), theta[:, :4] / theta[:, :4].sum(0), rtol=4 * ROUNDOFF)
+    assert strategy.scale.max() <= MAX_COLUMN_SCALE and cap_scales(capped).tolist() == capped.tolist()
+    policy = policies.partition([0, 0, 1, 1, 2])
+    assert _check_exact_privacy(strategy, wl.prefix(k), policy, 0.7) < 1e-9 / 4
+
+
+@pytest.mark.filterwarnings("error")
+def test_the_policy_aware_search_keeps_to_the_scale_bound_and_its_release_is_exactly_private():
+    """The case of the route check that read 0.7000000014 for ε = 0.7 (prefixes, two blocks over
+    five cells): the search runs into the bound θ <= (2¹⁷ - 2)/p instead of s ≈ 10⁷, without an
+    overflow, and the exact route's privacy loss is ε to its rounding bound."""
+    workload, policy = wl.prefix(5), policies.partition([0, 0, 1, 1, 1])
+    strategy = Optimized(store=False).policy_strategy(workload, policy)
+    assert isinstance(strategy, PIdentityStrategy) and strategy.theta.shape == (1, 5)
+    assert strategy.theta.max() == MAX_COLUMN_SCALE - 2  # the search wanted more
+    assert strategy.scale.max() <= MAX_COLUMN_SCALE
+    assert _check_exact_privacy(strategy, workload, policy, 0.7) < 1e-9 / 4
+
+
+@pytest.mark.filterwarnings("error")
+def test_the_objective_is_infinite_where_it_overflows():
+    workload = wl.prefix(5)
+    gram, diag = workload.gram(), np.asarray(workload.column_norms("l2sq"), dtype=np.float64)
+    loss, grad = _objective(np.full(5, 1e100), 1, 5, gram, diag)
+    assert loss == np.inf and grad.tolist() == [0.0] * 5
+    loss, grad = _objective(np.full(5, 0.5), 1, 5, gram, diag)
+    assert np.isfinite(loss) and np.isfinite(grad).all()
 
 
 @pytest.mark.parametrize("name", sorted(standard_workloads()))

@@ -119,9 +119,12 @@ def test_store_key_names_the_workload_the_policy_and_every_parameter():
     prefix, line = wl.prefix(64), policies.line(64)
     mech = Optimized(store=False)
     assert mech.store_key(prefix) == strategy_key("optimized", prefix, None, ("p-identity", 4, 4, PID_ITER, 0))
-    assert mech.store_key(prefix, line) == strategy_key("optimized", prefix, line, ("p-identity", 4, 1, POLICY_ITER, 0))
+    # a policy-aware search also keeps to the bound on the column scales: 2**17
+    assert mech.store_key(prefix, line) == strategy_key("optimized", prefix, line, ("p-identity", 4, 1, POLICY_ITER, 0, 2.0**17))
     rects = _rects()
     assert mech.store_key(rects) == strategy_key("optimized", rects, None, ("kronecker", (2, 1), 1, KRON_ITER, 0))
+    grid = policies.grid(rects.domain, 1)
+    assert mech.store_key(rects, grid) == strategy_key("optimized", rects, grid, ("kronecker", (2, 1), 1, KRON_ITER, 0, 2.0**17))
     keys = {Optimized(**kw).store_key(prefix, pol) for kw in ({}, {"p": 3}, {"restarts": 2}, {"maxiter": 9}, {"seed": 1})
             for pol in (None, line, policies.threshold(64, 2))}
     assert len(keys) == 15 and None not in keys

@@ -94,6 +94,40 @@ def test_store_ignores_damaged_and_foreign_files_and_recomputes(tmp_path):
     assert isinstance(store.load("bad", (10,)), IdentityStrategy)  # rewritten
 
 
+def _unusable(kind: str) -> dict[str, np.ndarray]:
+    """Arrays that load (finite, >= 0, the right shapes) but make no usable strategy over 6 cells."""
+    theta = {
+        "huge": np.full((1, 6), 1e150),  # I + ΘΘᵀ fits a double, its least squares overflows
+        "overflowing gram": np.full((1, 6), 1e200),  # I + ΘΘᵀ is infinite
+        "one huge column": np.array([[0.5, 0.5, 1e160, 0.5, 0.5, 0.5]]),
+        "beyond the scale bound": np.full((1, 6), 1e6),
+    }
+    if kind == "kronecker factor":
+        return {"kind": np.array("kronecker"), "theta_0": np.full((1, 6), 1e150)}
+    return {"kind": np.array("p-identity"), "theta": theta[kind]}
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("kind", ["huge", "overflowing gram", "one huge column", "beyond the scale bound", "kronecker factor"])
+def test_a_stored_strategy_that_is_not_usable_is_recomputed(tmp_path, kind):
+    """A file whose Θ loads but makes no usable strategy (least squares overflowing: a release
+    once raised ValueError from scipy's Cholesky solve) is damaged: the release recomputes the
+    strategy, rewrites the file, and matches a run that never saw it."""
+    w, x = workloads.prefix(6), np.arange(6)
+    clean = Optimized(store=StrategyStore(tmp_path / "clean", shipped=False))
+    store = StrategyStore(tmp_path / "damaged", shipped=False)
+    mech = Optimized(store=store)
+    key = mech.store_key(w)
+    store.directory.mkdir()
+    np.savez(store.directory / f"{key}.npz", **_unusable(kind))
+    assert store.contains(key) and store.load(key, w.domain) is None
+    released = mech.release(w, x, 1.0, rng=0)
+    expected = clean.release(w, x, 1.0, rng=0)
+    assert np.array_equal(released.answers, expected.answers) and released.sensitivity == expected.sensitivity == 1.0
+    assert mech.expected_error(w, 1.0) == clean.expected_error(w, 1.0)
+    assert np.array_equal(store.load(key, w.domain).theta, clean.strategy(w).theta)  # rewritten
+
+
 def test_store_without_key_or_directory_writes_nothing(tmp_path):
     StrategyStore(tmp_path, shipped=False).save(None, IdentityStrategy((3,)))
     StrategyStore(None, shipped=False).save("k", IdentityStrategy((3,)))

@@ -11,7 +11,7 @@ from ..policies import Policy
 from ..sensitivity import sensitivity
 from ..strategies import IdentityStrategy, optimize_pidentity
 from ..strategies.kronecker import kronecker_rows, optimize_kronecker
-from ..strategies.pidentity import PIDENTITY_MAXITER, PIdentityStrategy, default_restarts, default_rows
+from ..strategies.pidentity import MAX_COLUMN_SCALE, PIDENTITY_MAXITER, PIdentityStrategy, default_restarts, default_rows
 from ..strategies.store import StrategyStore, default_store, strategy_key
 from ..workloads import Boxes, Workload
 from .base import LinearMechanism
@@ -144,8 +144,12 @@ class Optimized(LinearMechanism):
         return "p-identity", rows, self.restarts or default_restarts(workload.size, rows), self.maxiter or PIDENTITY_MAXITER
 
     def store_key(self, workload: Workload, policy: Policy | None = None) -> str | None:
-        """The store's key: the workload, the policy and every parameter the optimiser uses."""
-        return strategy_key("optimized", workload, policy, (*self._settings(workload, policy), self.seed))
+        """The store's key: the workload, the policy and every parameter the optimiser uses (against
+        a policy also the bound on the column scales its search keeps to)."""
+        params = (*self._settings(workload, policy), self.seed)
+        if policy is not None:
+            params += (MAX_COLUMN_SCALE,)
+        return strategy_key("optimized", workload, policy, params)
 
     def _store(self) -> StrategyStore | None:
         if isinstance(self.store, StrategyStore):

@@ -15,7 +15,7 @@ _EXPORTS = {
     "blowfish_te.strategies.haar": ("HaarStrategy",),
     "blowfish_te.strategies.hierarchy": ("Hierarchy", "TreeStrategy", "hierarchical"),
     "blowfish_te.strategies.marginals": ("MarginalStrategy", "optimize_weights", "own_marginals"),
-    "blowfish_te.strategies.pidentity": ("PIdentityStrategy", "optimize_pidentity"),
+    "blowfish_te.strategies.pidentity": ("PIdentityStrategy", "cap_scales", "optimize_pidentity"),
     "blowfish_te.strategies.store": ("StrategyStore",),
 }
 
@@ -29,6 +29,7 @@ __all__ = [
     "PIdentityStrategy",
     "StrategyStore",
     "TreeStrategy",
+    "cap_scales",
     "greedy_hierarchy",
     "hierarchical",
     "optimize_pidentity",
@@ -46,5 +47,5 @@ if TYPE_CHECKING:
     from .haar import HaarStrategy
     from .hierarchy import Hierarchy, TreeStrategy, hierarchical
     from .marginals import MarginalStrategy, optimize_weights, own_marginals
-    from .pidentity import PIdentityStrategy, optimize_pidentity
+    from .pidentity import PIdentityStrategy, cap_scales, optimize_pidentity
     from .store import StrategyStore

@@ -1,13 +1,13 @@
-"""Projected L-BFGS for smooth objectives over x >= 0, stopped by measured progress.
+"""Projected L-BFGS for smooth objectives over 0 <= x <= upper, stopped by measured progress.
 
 The strategy optimisers have up to p·K ≈ 5·10⁵ variables. scipy's L-BFGS-B handles the bounds
 exactly but spends most of its time in its own bookkeeping at that size (measured at K = 4096,
 p = 128: 70% of each iteration outside the objective), so this is the projected variant of
 Kim, Sra and Dhillon ("Tackling box-constrained optimization via a new projected quasi-Newton
-approach", SIAM J. Sci. Comput. 2010): variables at their bound whose gradient points outward
+approach", SIAM J. Sci. Comput. 2010): variables at a bound whose gradient points outward
 are held fixed, the two-loop L-BFGS recursion (Nocedal and Wright, *Numerical Optimization*,
 Algorithm 7.4) runs on the others, and a backtracking (Armijo) search runs along the projected
-path x(α) = max(x + α d, 0).
+path x(α) = clip(x + α d, 0, upper).
 
 It stops after ``maxiter`` iterations, or once the objective fell by less than ``tol`` (relative)
 over the last ``window`` iterations: progress measured on the objective itself, the same on every
@@ -62,11 +62,13 @@ def _direction(g: np.ndarray, free: np.ndarray, pairs: list[tuple[np.ndarray, np
 
 def minimize_nonnegative(
     fun: Callable[..., tuple[float, np.ndarray]], x0: np.ndarray, args: tuple = (), maxiter: int = 1000,
-    window: int = 50, tol: float = 1e-4, memory: int = 10,
+    window: int = 50, tol: float = 1e-4, memory: int = 10, upper: float = np.inf,
 ) -> Minimum:
-    """Minimise ``fun(x, *args) -> (value, gradient)`` over x >= 0 from ``x0`` (projected onto
-    x >= 0 first); see the module docstring for the method and its stopping rule."""
-    x = np.maximum(np.asarray(x0, dtype=np.float64).ravel(), 0.0)
+    """Minimise ``fun(x, *args) -> (value, gradient)`` over 0 <= x <= ``upper`` from ``x0``
+    (projected onto the box first); see the module docstring for the method and its stopping rule."""
+    if not upper > 0:
+        raise ValueError(f"upper must be > 0, got {upper!r}")
+    x = np.clip(np.asarray(x0, dtype=np.float64).ravel(), 0.0, upper)
     f, g = fun(x, *args)
     if not np.isfinite(f):
         raise ValueError("the objective is not finite at the starting point")
@@ -75,14 +77,14 @@ def minimize_nonnegative(
     iterations = 0
     while iterations < maxiter:
         iterations += 1
-        free = ~((x <= 0.0) & (g > 0.0))
+        free = ~(((x <= 0.0) & (g > 0.0)) | ((x >= upper) & (g < 0.0)))
         d = _direction(g, free, pairs)
         if not float(g @ d) < 0.0:  # curvature pairs gone stale: restart from steepest descent
             pairs = []
             d = _direction(g, free, pairs)
         step = 1.0
         while True:
-            trial = np.maximum(x + step * d, 0.0)
+            trial = np.clip(x + step * d, 0.0, upper)
             f_trial, g_trial = fun(trial, *args)
             slope = float(g @ (trial - x))
             if np.isfinite(f_trial) and f_trial <= f + ARMIJO * slope:

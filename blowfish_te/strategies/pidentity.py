@@ -16,6 +16,15 @@ error is 2 Δ_G(A)² L(Θ)/ε² and columns of L1 norm 1 no longer fix it. With 
 costs Δ_uv = 1/s_u + 1/s_v + ‖n_u - n_v‖₁ (a ⊥ edge costs 1), and the policy-aware optimiser
 minimises L(Θ)·Δ̃^power, Δ̃ = (Σ_e Δ_uv^q)^{1/q} a smooth upper bound on the maximum (q set so that
 Δ̃ <= 1.03 max): neighbouring columns that look alike are cheap, which is how a policy pays off.
+
+Column scales are bounded, s_u <= S = :data:`MAX_COLUMN_SCALE` = 2¹⁷. Left alone, the policy-aware
+search drives s to 10⁷-10⁸ under partition policies (a near-1 row for the public block totals next
+to identity rows of 1/s): Δ_G ≈ 2/s is then a difference of entries near 1, each rounded to
+u = 2⁻⁵³, and loses nine of its sixteen digits. With s_u <= S every edge costs at least
+1/s_u + 1/s_v >= 2/S (a ⊥ edge 1), and entries of at most 1 put Δ_G within (4/Δ_G + p + 2) u
+<= 2¹⁶·4u + (p + 2) u ≈ 3·10⁻¹¹ of its value. The search runs on the box 0 <= θ <= (S - 2)/p,
+and :func:`cap_scales` brings other columns to s_u = S - 1, moving less than 1/(S - 1) of the
+column's L1 weight from Θ to its identity entry; the error is always that of the strategy kept.
 """
 
 
@@ -31,14 +40,34 @@ from ..workloads.base import as_block, check_norm
 from .base import LeastSquares
 from .lbfgs import minimize_nonnegative
 
+#: Largest column scale s_u = 1 + Σ_i θ_iu of a p-Identity strategy (see the module docstring).
+MAX_COLUMN_SCALE = 2.0**17
+
+
+def cap_scales(theta: np.ndarray) -> np.ndarray:
+    """Θ with every column whose scale s_u = 1 + Σ_i θ_iu exceeds :data:`MAX_COLUMN_SCALE` = S
+    multiplied by (S - 2)/(s_u - 1), so that s_u = S - 1 (rounding cannot lift it past S); the
+    other columns as they are."""
+    theta = check_real_array(theta, "theta", ndim=2, minimum=0)
+    sums = theta.sum(axis=0)
+    factor = np.divide(MAX_COLUMN_SCALE - 2.0, sums, out=np.ones_like(sums), where=sums + 1.0 > MAX_COLUMN_SCALE)
+    return theta * factor
+
 
 class PIdentityStrategy(LeastSquares, Workload):
-    """A = [I; Θ] diag(1/s), s = 1 + column sums of Θ (non-negative)."""
+    """A = [I; Θ] diag(1/s), s = 1 + column sums of Θ (non-negative), every s_u <= :data:`MAX_COLUMN_SCALE`."""
 
     def __init__(self, theta: np.ndarray, domain):
         theta = check_real_array(theta, "theta", ndim=2, minimum=0)
+        with np.errstate(over="ignore"):  # a column summing past the largest double is refused below
+            scale = 1.0 + theta.sum(axis=0)
+        if scale.size and scale.max() > MAX_COLUMN_SCALE:
+            u = int(np.argmax(scale))
+            raise ValueError(
+                f"theta's column {u} has scale s = 1 + column sum = {scale[u]:.6g} > MAX_COLUMN_SCALE = 2**17: "
+                "the policy sensitivities of such a strategy lose their digits; cap_scales(theta) rescales it")
         self.theta = theta
-        self.scale = 1.0 + theta.sum(axis=0)
+        self.scale = scale
         super().__init__(domain, theta.shape[1] + theta.shape[0], f"p-identity(p={theta.shape[0]})")
         if self.size != theta.shape[1]:
             raise ValueError(f"theta has {theta.shape[1]} columns but the domain has {self.size} cells")
@@ -103,21 +132,26 @@ class PIdentityStrategy(LeastSquares, Workload):
 
 
 def _objective(flat: np.ndarray, p: int, k: int, gram, gram_diag: np.ndarray):
+    """(L(Θ), ∇L) of the module docstring; (inf, 0) at a point where they overflow (the line search
+    probes such points along long steps and backs off from them)."""
     theta = flat.reshape(p, k)
-    s = 1.0 + theta.sum(axis=0)
-    b = theta * s
-    u = np.asarray(gram.matmat(b.T))  # K × p: WᵀW Bᵀ
-    try:
-        r = np.linalg.inv(np.eye(p) + theta @ theta.T)
-    except np.linalg.LinAlgError:
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = 1.0 + theta.sum(axis=0)
+        b = theta * s
+        u = np.asarray(gram.matmat(b.T))  # K × p: WᵀW Bᵀ
+        try:
+            r = np.linalg.inv(np.eye(p) + theta @ theta.T)
+        except np.linalg.LinAlgError:
+            return np.inf, np.zeros_like(flat)
+        bu = b @ u  # Θ C Θᵀ
+        trace_c = float((s**2 * gram_diag).sum())
+        loss = trace_c - float(np.sum(r * bu.T))
+        r_theta = r @ theta
+        theta_cx = r @ (u.T * s - bu.T @ r_theta)
+        diag_cx = s**2 * gram_diag - s * np.einsum("ij,ji->i", u, r_theta)
+        grad = -2.0 * theta_cx + (2.0 * diag_cx / s)[None, :]
+    if not (np.isfinite(loss) and np.isfinite(grad).all()):
         return np.inf, np.zeros_like(flat)
-    bu = b @ u  # Θ C Θᵀ
-    trace_c = float((s**2 * gram_diag).sum())
-    loss = trace_c - float(np.sum(r * bu.T))
-    r_theta = r @ theta
-    theta_cx = r @ (u.T * s - bu.T @ r_theta)
-    diag_cx = s**2 * gram_diag - s * np.einsum("ij,ji->i", u, r_theta)
-    grad = -2.0 * theta_cx + (2.0 * diag_cx / s)[None, :]
     return loss, grad.reshape(-1)
 
 
@@ -187,6 +221,10 @@ def optimize_pidentity(
     Kronecker product). ``start`` (p × K) replaces the first random start. The strategy depends on
     the workload and policy only (never on data), so optimising it costs no privacy; whatever the
     optimiser believed, callers calibrate noise to Δ_G computed exactly from the edges.
+
+    Column scales stay within :data:`MAX_COLUMN_SCALE`: against a policy the search runs on
+    0 <= θ <= (S - 2)/p; for unit changes (Δ = 1 whatever the scales) :func:`cap_scales` bounds
+    the result.
     """
     workload = as_workload(workload)
     k = workload.size
@@ -197,11 +235,12 @@ def optimize_pidentity(
     gen = check_rng(rng)
     gram = workload.gram()
     gram_diag = np.asarray(workload.column_norms("l2sq"), dtype=np.float64)
-    objective, args = _objective, (p, k, gram, gram_diag)
+    objective, args, upper = _objective, (p, k, gram, gram_diag), np.inf
     if edges is not None:
         u, v = (np.asarray(e, dtype=np.int64) for e in edges)
         q = max(8.0, float(np.log(max(u.size, 2)) / np.log(1.03)))
         objective, args = _policy_objective, args + (u, v, q, float(power))
+        upper = (MAX_COLUMN_SCALE - 2.0) / p
     if start is not None:
         start = check_real_array(start, "start", ndim=2, minimum=0)
         if start.shape != (p, k):
@@ -210,7 +249,7 @@ def optimize_pidentity(
     best = None
     for attempt in range(restarts):
         initial = start.reshape(-1) if attempt == 0 and start is not None else gen.random(p * k)
-        found = minimize_nonnegative(objective, initial, args, maxiter=maxiter, tol=tol)
+        found = minimize_nonnegative(objective, initial, args, maxiter=maxiter, tol=tol, upper=upper)
         if best is None or found.fun < best.fun:
             best = found
-    return PIdentityStrategy(best.x.reshape(p, k), workload.domain)
+    return PIdentityStrategy(cap_scales(best.x.reshape(p, k)), workload.domain)

@@ -16,7 +16,12 @@ built by ``blowfish-te strategies --out <package>/data/strategies``) and the use
 
 Privacy does not rest on a stored file: a p-Identity strategy has columns of L1 norm 1 whatever
 its Θ >= 0, and every policy sensitivity is computed from the strategy actually loaded and the
-policy's edges. A damaged or foreign file is ignored and the strategy recomputed.
+policy's edges. A damaged or foreign file is ignored and the strategy recomputed (and rewritten),
+and so is one that makes no usable strategy: Θ negative, not finite, of the wrong shape, or with a
+column scale 1 + Σ_i θ_iu beyond S = :data:`~blowfish_te.strategies.pidentity.MAX_COLUMN_SCALE`
+(a Θ of 10¹⁵⁰ would overflow its least squares). Within that bound the entries of I + ΘΘᵀ stay
+below 1 + K·S², far from overflow; a Cholesky factor that fails (LinAlgError, a ValueError) counts
+as damage too.
 """
 
 from __future__ import annotations
@@ -120,7 +125,8 @@ class StrategyStore:
         return key is not None and any(path.is_file() for path in self._candidates(key))
 
     def load(self, key: str | None, domain: tuple[int, ...]):
-        """The stored strategy for ``key`` over ``domain``, or None (absent, damaged or not fitting)."""
+        """The stored strategy for ``key`` over ``domain``, or None (absent, damaged, not a usable
+        strategy, or not fitting)."""
         if key is None:
             return None
         for path in self._candidates(key):
