@@ -2,7 +2,8 @@
 
 Run: ``python benchmarks/train_selection.py --data-dir ../shared/datasets/dpbench [--holdout-dir DIR]
 [--seeds 5] [--workers 2] [--write]`` (or set $BLOWFISH_TE_DATA). ``--write`` rewrites
-``blowfish_te/_selection_models.py`` with the fitted coefficients; ``--holdout-dir`` adds shapes
+``blowfish_te/_selection_models.py`` with the fitted coefficients (with ``--only NAMES``, those
+mechanisms' models; the others are kept); ``--holdout-dir`` adds shapes
 (``.npy`` histograms: 1-D of 4096 cells, 2-D of 256²) that are only scored, never fitted.
 
 For every shape, scale (DPBench's generator, ``datasets.dpbench_sample``, seed 0) and ε, and for
@@ -39,7 +40,7 @@ import blowfish_te as bt
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te._selection_models import EXCESS_MAX, SCALE_RANGES
+from blowfish_te._selection_models import COEFFICIENTS, EXCESS_MAX, SCALE_RANGES
 from blowfish_te.mechanisms.datadependent import SMOOTHING_COST
 from blowfish_te.mechanisms.partition_then_transform import plain_release
 from blowfish_te.mechanisms.plain import best_linear, best_plan_under
@@ -296,7 +297,8 @@ def main() -> None:
         path = pathlib.Path(bt.__file__).parent / "_selection_models.py"
         text = path.read_text()
         head = text[: text.index("COEFFICIENTS:")]
-        rows = "".join(f"    {key!r}: {value!r},\n" for key, value in sorted(fitted.items()))
+        kept = {**COEFFICIENTS, **fitted}  # models not refitted (``--only``) stay as they are
+        rows = "".join(f"    {key!r}: {value!r},\n" for key, value in sorted(kept.items()))
         path.write_text(head + "COEFFICIENTS: dict[tuple[str, int, str], tuple[float, ...]] = {\n" + rows + "}\n")
         print(f"wrote {path}")
 

@@ -9,12 +9,11 @@ import math
 import numpy as np
 
 from .._validation import check_real
-from ..noise import add_laplace
 from ..selection import Decision, ErrorModel, decide, error_model, measure
-from ..workloads import Boxes, Workload
+from ..workloads import BucketWorkload, Boxes, Workload
 from ..workloads.boxes import coverage
-from .base import Mechanism
-from .plain import aggregation_gain, plain_strategy, workload_class
+from .base import LinearMechanism, Mechanism
+from .plain import STAGE_TWO, aggregation_gain, lowest_error, plain_strategy, workload_class
 from .spatial import hilbert_order
 
 
@@ -76,11 +75,35 @@ def box_labels(shape, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.rint(coverage(tuple(shape), lo, hi - 1, np.arange(lo.shape[0], dtype=np.float64))).astype(np.int64)
 
 
+def leaf_order(shape, labels: np.ndarray) -> np.ndarray:
+    """Labels renumbered so that leaves follow the grid's curve: leaf r becomes the rank of its
+    first cell along the Hilbert curve on a 2-D grid, along the flat (row-major) order otherwise.
+    Data-independent given the leaves, so a hierarchy over the leaves sees neighbours as
+    neighbours."""
+    shape = tuple(shape)
+    rank = np.arange(labels.size)
+    if len(shape) == 2:
+        rank[hilbert_order(shape)] = np.arange(labels.size)
+    first = np.full(int(labels.max()) + 1, labels.size)
+    np.minimum.at(first, labels, rank)
+    renumbered = np.empty(first.size, dtype=np.int64)
+    renumbered[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return renumbered[labels]
+
+
 class PrivTree(Mechanism):
     """PrivTree (Zhang, Xiao, Xie, SIGMOD 2016): a hierarchical decomposition of the domain (1-D
     halving, 2-D quadtree) grown by noisy biased counts (:func:`privtree_leaves`, at ε₁ =
-    ``tree_share``·ε, threshold θ = ``threshold``), the leaves' counts measured with Laplace(1/ε₂),
-    ε₂ = ε - ε₁, and spread evenly over their cells; answers W x̂. With ``select`` (the default;
+    ``tree_share``·ε, threshold θ = ``threshold``), the leaves' totals measured at ε₂ = ε - ε₁
+    and spread evenly over their cells; answers W x̂.
+
+    The leaves' totals are measured by ``estimator``, by default — as DAWA's bucket totals — the
+    candidate of :data:`~blowfish_te.mechanisms.plain.STAGE_TWO` (Identity, HB, GreedyH) of lowest
+    analytic error on the workload reduced to the leaves, laid out along the grid's curve
+    (:func:`leaf_order`). PrivTree's paper measures every leaf with Laplace(1/ε₂) (``estimator``
+    = Identity()); on DPBench's 2000 rectangles over 128² the hierarchy over hundreds to
+    thousands of leaves answers the large rectangles with 0.6–0.8 times that error
+    (``benchmarks/datadependent_report.py``). With ``select`` (the default;
     1-D or a 2-D grid), a small private check first (:func:`blowfish_te.selection.measure`: the
     noisy record total and DAWA's cost of the data, along the Hilbert curve on a grid) and
     PrivTree's fitted error model fall back to the plain release — ``auto``'s choice for the
@@ -92,21 +115,25 @@ class PrivTree(Mechanism):
     path, so the biased counts of the unclamped nodes on it fall by at least δ per level. The
     privacy loss of the split decisions along the path is then a geometric series bounded by
     (1/λ)(1 + 1/(1 - e^{-δ/λ})) = (2β - 1)/((β - 1) λ) = ε₁ (PrivTree, Theorem 1); nodes off the
-    path see the same counts. The leaves partition the domain, so their counts have L1
-    sensitivity 1 and Laplace(1/ε₂) is ε₂-DP. The check's features are ρε-DP (sensitivity 1 each,
-    see its docstring) and the plain release is a Laplace mechanism at the rest. Sequential
-    composition gives ε. No record total is
-    read: the mechanism runs on x_G of any tree transform too (x_G ≥ 0 counts records below edges).
+    path see the same counts. The leaves partition the domain, so a unit change moves one leaf
+    total by one, and the estimator's Laplace(Δ/ε₂), Δ its strategy's largest column L1 norm, is
+    ε₂-DP; its choice reads only the released leaves, W and ε₂. The check's features are ρε-DP
+    (sensitivity 1 each, see its docstring) and the plain release is a Laplace mechanism at the
+    rest. Sequential composition gives ε. No record total is read: the mechanism runs on x_G of any tree transform too (x_G ≥ 0 counts records below edges).
 
     Sampling: the split decisions compare real numbers with a threshold and draw Laplace noise in
-    floating point (``Generator.laplace``), which is not hardened; the leaf counts are integers
-    (exact discrete Laplace with ``rng=None``). Releases are therefore never ``secure``.
+    floating point (``Generator.laplace``), which is not hardened; the leaf totals are measured
+    by the estimator's hardened samplers with ``rng=None``. Releases are therefore never ``secure``.
     """
 
     name = "privtree"
 
-    def __init__(self, tree_share: float = 0.5, threshold: float = 0.0, select: bool = True):
+    def __init__(self, tree_share: float = 0.5, threshold: float = 0.0, select: bool = True,
+                 estimator: LinearMechanism | None = None):
         self.tree_share = check_real(tree_share, "tree_share", 0, 1, exclusive=True)
+        if estimator is not None and not isinstance(estimator, LinearMechanism):
+            raise TypeError(f"estimator must be a LinearMechanism or None, got {type(estimator).__name__}")
+        self.estimator = estimator
         self.threshold = check_real(threshold, "threshold")
         if not isinstance(select, (bool, np.bool_)):
             raise TypeError(f"select must be True or False (check privately on a grid whether to partition), got {select!r}")
@@ -138,8 +165,8 @@ class PrivTree(Mechanism):
                 return plain_strategy(self, workload).run(workload, x, epsilon, gen)
         eps_tree = self.tree_share * epsilon
         lo, hi = privtree_leaves(x.reshape(shape), eps_tree, gen, self.threshold)
-        labels = box_labels(shape, lo, hi)
-        counts = np.bincount(labels, weights=x, minlength=lo.shape[0])
-        noisy = add_laplace(counts, 1.0 / (epsilon - eps_tree), gen, sensitivity=1.0, integer=True)
-        estimate = noisy[labels] / np.prod(hi - lo, axis=1)[labels]
-        return np.asarray(workload.matvec(estimate), dtype=np.float64)
+        labels = leaf_order(shape, box_labels(shape, lo, hi))
+        reduced = BucketWorkload(workload, labels)
+        totals = np.bincount(labels, weights=x, minlength=lo.shape[0]).astype(np.int64)
+        estimator = self.estimator or lowest_error(reduced, STAGE_TWO)
+        return np.asarray(estimator.run(reduced, totals, epsilon - eps_tree, gen), dtype=np.float64)
