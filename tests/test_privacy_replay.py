@@ -1,185 +1,409 @@
-"""Privacy from the noise actually drawn, for every registered mechanism, policy kind and route.
+"""Privacy from the noise actually drawn, for every registered mechanism, policy kind, route and sampler.
 
-Each release runs with every noise primitive of the library intercepted and a generator that
-reports any draw made outside them. The run on x records each primitive call: for Laplace noise
-added to values (:func:`blowfish_te.noise.add_laplace`) the values, the scale drawn and the
-output; for a selection (report-noisy-min in DAWA's partition, PrivTree's split decisions, MWEM's
-exponential mechanism) its inputs and decision. The run on a neighbour x' is forced onto the same
-outputs and decisions — the same transcript — and records its own values. Then:
+Releases run on histograms of 50–200 records over K = 8 cells (a 4 × 2 grid for grid
+mechanisms), uneven and often with empty cells, at a seeded sample of their G-neighbours, on both
+samplers: a seeded numpy Generator, and the secure path (a SecureRandom: exact discrete Laplace
+for integer values, lattice Laplace for real ones; its entropy is seeded here, so that every run
+is reproducible). Every noise primitive of the library is intercepted, and the generator reports
+any draw made outside them. The run on x records each primitive call:
 
-- the transcript's privacy loss from the Laplace draws is Σ ‖v(x) - v(x')‖₁ / b, with b the
-  scale drawn (not the one the release reports); it must be at most ε;
-- both runs must take the same path (the same calls, shapes and scales) and give the same
-  answers: anything else read the data outside the noise.
+- Laplace noise added to values (:func:`blowfish_te.noise.add_laplace`): the values, the scale,
+  the output;
+- a selection, with the ε its own arguments give it: DAWA's partition (report-noisy-min over
+  tilings, :func:`~blowfish_te.partitions.dawa_partition`), Anuarbek's matching
+  (:func:`~blowfish_te.partitions.matching_partition`) and PrivTree's decomposition
+  (:func:`~blowfish_te.mechanisms.privtree.privtree_leaves`), each ε-DP for unit changes of its
+  data, and MWEM's exponential mechanism (:func:`~blowfish_te.mechanisms.datadependent.exponential_choice`),
+  whose utilities carry its ε; and its decision.
 
-A selection's own ε (its theorem: report-noisy-min, PrivTree, the exponential mechanism) is not
-part of the sum, so for mechanisms that select the sum is a necessary condition, checked at every
-neighbour pair of a tiny domain. A deliberately broken mechanism that draws 0.9 times the noise it
-reports must fail.
+The run on a neighbour x' is forced onto the same outputs and decisions — the same transcript —
+and records its own inputs. Then:
+
+- the transcript's privacy loss must be at most ε: Σ ‖v(x) - v(x')‖₁ / b over the Laplace draws,
+  plus each selection's ε times the unit changes ‖x - x'‖₁ between its data (group privacy), or,
+  for the exponential mechanism, the spread max - min of u(x) - u(x') over the queries it may choose;
+- both runs must take the same path (the same calls, shapes, scales and data-independent
+  arguments), keep every promise of integer values, and give the same answers: anything else read
+  the data outside the noise.
+
+The loss counts each draw at the scale passed to the primitive, so each sampler is checked once on
+its own to draw the scale it is given. Deliberately broken mechanisms must fail: one drawing less
+noise than it reports, one spending a selection beyond its share, one reading the data outside the
+noise.
 """
 
 from __future__ import annotations
 
-import itertools
+import functools
+import inspect
+import math
+import random
 import sys
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 import pytest
+from test_secure import dlap_cdf
 
 import blowfish_te as bt
-from blowfish_te import noise, partitions, policies
+from blowfish_te import noise, partitions, policies, secure
 from blowfish_te import workloads as wl
-from blowfish_te.mechanisms import MECHANISMS, Identity, datadependent, privtree
+from blowfish_te.mechanisms import (
+    DAWA,
+    MECHANISMS,
+    Identity,
+    Mechanism,
+    PartitionThenTransform,
+    PrivTree,
+    datadependent,
+    privtree,
+)
 from blowfish_te.routes import Outcome
+from blowfish_te.secure import SecureRandom
 
-from test_routes import neighbour_pairs
+from conftest import policy_neighbours
 
-K = 5
+K, GRID = 8, (4, 2)
 EPSILON = 0.7
-DRAWS = ("laplace", "gumbel", "exponential", "normal", "uniform", "random", "integers", "choice", "permutation", "shuffle")
+#: Records of a sampled histogram, the neighbour pairs replayed per case and sampler, and the seed.
+RECORDS, PAIRS, SEED = (50, 200), 4, 2024
+SAMPLERS = ("numpy", "secure")
+#: Generator methods that draw; a SecureRandom's hardened samplers are reached through add_laplace only.
+DRAWS = ("laplace", "gumbel", "exponential", "normal", "uniform", "random", "integers", "choice", "permutation",
+         "shuffle", "integer_laplace", "lattice_laplace")
+#: The samplers' own check: draws, the false-alarm rate of its tolerance, the scale drawn.
+NOISE_DRAWS, ALPHA, NOISE_SCALE = 20_000, 1e-6, 2.5
 
 
-class Watched(np.random.Generator):
-    """A numpy Generator that notes every draw made outside an intercepted primitive."""
+def per_unit_change(recorded: np.ndarray, data: np.ndarray, arguments: dict) -> float:
+    """ε·‖x - x'‖₁ for a selection that is ε-DP (its ``epsilon`` argument) for unit changes of its data x."""
+    return float(arguments["epsilon"]) * float(np.abs(recorded - data).sum())
 
-    tape = None
 
-    def __getattribute__(self, name):
-        attr = super().__getattribute__(name)
-        if name in DRAWS and Watched.tape is not None and Watched.tape.depth == 0:
-            Watched.tape.stray.append(name)
-        return attr
+def exponential_mechanism(recorded: np.ndarray, utility: np.ndarray, arguments: dict) -> float:
+    """max - min of u(x) - u(x') over the queries not ``excluded``: the privacy loss of any choice of
+    the exponential mechanism (q drawn with probability ∝ exp(u_q)) between the two utilities."""
+    moved = (recorded - utility)[~np.asarray(arguments["excluded"], dtype=bool)]
+    return float(moved.max() - moved.min())
+
+
+#: The selections, by name: the module defining each and its privacy loss between neighbours.
+SELECTIONS = {
+    "dawa_partition": (partitions, per_unit_change),
+    "matching_partition": (partitions, per_unit_change),
+    "privtree_leaves": (privtree, per_unit_change),
+    "exponential_choice": (datadependent, exponential_mechanism),
+}
+
+
+class Call(NamedTuple):
+    """One primitive call of a transcript."""
+
+    kind: str  # "laplace" or the selection's name
+    data: np.ndarray  # the values noised, or the selection's data (float64)
+    key: tuple  # what the neighbour's call must share: scale, sensitivity, data-independent arguments
+    out: object  # the output: noisy values, or the selection's decision
+
+
+def _copy(out):
+    """``out`` (an array, a tuple of arrays or a scalar) as a copy the caller may change in place."""
+    if isinstance(out, tuple):
+        return tuple(_copy(part) for part in out)
+    return out.copy() if isinstance(out, np.ndarray) else out
+
+
+def _public(value):
+    """An argument in a form == compares: arrays as tuples."""
+    return tuple(np.ravel(value).tolist()) if isinstance(value, np.ndarray) else value
 
 
 class Tape:
     """The transcript of one release: recorded on x, replayed on x'."""
 
     def __init__(self):
+        self.start()
+
+    def start(self) -> None:
         self.calls, self.depth, self.stray = [], 0, []
         self.replaying, self.step, self.loss = False, 0, 0.0
 
-    def replay(self):
+    def replay(self) -> None:
         self.replaying, self.step, self.loss, self.stray = True, 0, 0.0, []
 
-    def _next(self, kind: str, values: np.ndarray, scale) -> tuple:
+    def note(self, draw: str) -> None:
+        """A generator drew: as part of an intercepted primitive, or astray."""
+        if self.depth == 0:
+            self.stray.append(draw)
+
+    def _record(self, kind: str, data: np.ndarray, key: tuple, run):
+        self.depth += 1
+        try:
+            out = run()
+        finally:
+            self.depth -= 1
+        self.calls.append(Call(kind, data.copy(), key, _copy(out)))
+        return out
+
+    def _next(self, kind: str, data: np.ndarray, key: tuple) -> Call:
         assert self.step < len(self.calls), "the neighbour made more draws than x: another path"
         call = self.calls[self.step]
         self.step += 1
-        assert call[0] == kind and call[1].shape == values.shape and call[2] == scale, "the neighbour took another path"
+        assert (call.kind, call.data.shape, call.key) == (kind, data.shape, key), "the neighbour took another path"
         return call
 
     def measure(self, original, values, scale, rng, *, sensitivity, integer):
-        values = np.asarray(values, dtype=np.float64)
+        """add_laplace: recorded, or replayed with loss ‖v - v'‖₁ / scale."""
         if self.depth:  # inside a selection: part of its draw
             return original(values, scale, rng, sensitivity=sensitivity, integer=integer)
+        data = np.asarray(values, dtype=np.float64)
+        assert not integer or np.array_equal(data, np.round(data)), "values promised integer are not integers"
+        key = (float(scale), float(sensitivity), bool(integer))
         if not self.replaying:
-            self.depth += 1
-            try:
-                out = original(values, scale, rng, sensitivity=sensitivity, integer=integer)
-            finally:
-                self.depth -= 1
-            self.calls.append(("laplace", values.copy(), scale, np.array(out, dtype=np.float64, copy=True)))
-            return out
-        call = self._next("laplace", values, scale)
+            return self._record("laplace", data, key, lambda: original(values, scale, rng, sensitivity=sensitivity,
+                                                                         integer=integer))
+        call = self._next("laplace", data, key)
         if scale == 0:
-            assert np.array_equal(values, call[1]), "values released without noise differ between neighbours"
+            assert np.array_equal(data, call.data), "values released without noise differ between neighbours"
         else:
-            self.loss += float(np.abs(values - call[1]).sum()) / scale
-        return call[3].copy()
+            self.loss += float(np.abs(data - call.data).sum()) / scale
+        return _copy(call.out)
 
-    def select(self, kind: str, original, values, *args):
-        values = np.asarray(values, dtype=np.float64)
+    def select(self, kind: str, original, loss, *args, **kwargs):
+        """A selection: recorded, or replayed with its privacy loss ``loss``(data on x, data on x', arguments)."""
+        arguments = inspect.signature(original).bind(*args, **kwargs).arguments
+        name, data = next(iter(arguments.items()))
+        key = tuple((k, _public(v)) for k, v in arguments.items()
+                    if k != name and not isinstance(v, (np.random.Generator, SecureRandom)))
+        data = np.asarray(data, dtype=np.float64)
         if not self.replaying:
-            self.depth += 1
-            try:
-                out = original(values, *args)
-            finally:
-                self.depth -= 1
-            self.calls.append((kind, values.copy(), args[0] if args and np.isscalar(args[0]) else None, out))
-            return out
-        call = self._next(kind, values, args[0] if args and np.isscalar(args[0]) else None)
-        return call[3].copy() if isinstance(call[3], np.ndarray) else call[3]
+            return self._record(kind, data, key, lambda: original(*args, **kwargs))
+        call = self._next(kind, data, key)
+        self.loss += loss(call.data, data, arguments)
+        return _copy(call.out)
+
+
+class Watched(np.random.Generator):
+    """A seeded numpy Generator that tells its tape of every draw."""
+
+    def __init__(self, seed: int, tape: Tape):
+        super().__init__(np.random.PCG64(seed))
+        self.tape = tape
+
+    def __getattribute__(self, name):
+        if name in DRAWS:
+            super().__getattribute__("tape").note(name)
+        return super().__getattribute__(name)
+
+
+class WatchedSecure(SecureRandom):
+    """A SecureRandom that tells its tape of every draw, hardened or not."""
+
+    def __init__(self, tape: Tape):
+        super().__init__()
+        self.tape = tape
+
+    def __getattribute__(self, name):
+        if name in DRAWS:
+            object.__getattribute__(self, "tape").note(name)
+        return super().__getattribute__(name)
+
+
+class SeededSecrets:
+    """What the secure sampler reads from :mod:`secrets`, from a seeded generator: the same
+    algorithm on reproducible bits."""
+
+    def __init__(self, seed: int):
+        self._random = random.Random(seed)
+
+    def token_bytes(self, n: int) -> bytes:
+        return self._random.randbytes(n)
+
+    def randbelow(self, n: int) -> int:
+        return self._random.randrange(n)
+
+    def randbits(self, k: int) -> int:
+        return self._random.getrandbits(k)
 
 
 @pytest.fixture
-def tape(monkeypatch):
-    """Intercept every noise primitive wherever the library bound it."""
-    the_tape = Tape()
-    original = noise.add_laplace
+def seeded_entropy(monkeypatch):
+    monkeypatch.setattr(secure, "secrets", SeededSecrets(SEED))
+
+
+def _intercept(monkeypatch, original, stand_in) -> None:
+    """``stand_in`` for ``original`` wherever a module of the library bound it."""
     for module in [m for name, m in sys.modules.items() if name.startswith("blowfish_te")]:
-        if getattr(module, "add_laplace", None) is original:
-            monkeypatch.setattr(module, "add_laplace", lambda *a, **k: the_tape.measure(original, *a, **k))
-    rnm, split, choice = partitions._report_noisy_min_scores, privtree._split, datadependent.exponential_choice
-    monkeypatch.setattr(partitions, "_report_noisy_min_scores", lambda v, *a: the_tape.select("noisy-min", rnm, v, *a))
-    monkeypatch.setattr(privtree, "_split", lambda v, *a: the_tape.select("split", split, v, *a))
-    monkeypatch.setattr(datadependent, "exponential_choice", lambda v, *a: the_tape.select("exponential", choice, v, *a))
-    monkeypatch.setattr(Watched, "tape", the_tape)
+        if getattr(module, original.__name__, None) is original:
+            monkeypatch.setattr(module, original.__name__, stand_in)
+
+
+@pytest.fixture
+def tape(monkeypatch, seeded_entropy):
+    """Intercept every noise primitive and selection wherever the library bound it."""
+    the_tape = Tape()
+    laplace = noise.add_laplace
+    _intercept(monkeypatch, laplace, lambda *a, **k: the_tape.measure(laplace, *a, **k))
+    for name, (home, loss) in SELECTIONS.items():
+        _intercept(monkeypatch, getattr(home, name), _selection(the_tape, name, getattr(home, name), loss))
     return the_tape
 
 
-def transcript_loss(tape: Tape, release, x, y) -> float:
+def _selection(tape: Tape, name: str, original, loss):
+    """The stand-in of the selection ``name``, recorded on and replayed from ``tape``."""
+    return lambda *a, **k: tape.select(name, original, loss, *a, **k)
+
+
+def _generator(sampler: str, tape: Tape, seed: int):
+    return Watched(seed, tape) if sampler == "numpy" else WatchedSecure(tape)
+
+
+def transcript_loss(tape: Tape, release, x, y, sampler: str = "numpy") -> float:
     """The privacy loss of x's transcript against the neighbour y (see the module docstring)."""
-    tape.__init__()
-    first = release(x, Watched(np.random.PCG64(7)))
+    tape.start()
+    first = release(x, _generator(sampler, tape, 7))
     assert not tape.stray, f"draws outside the noise primitives: {sorted(set(tape.stray))}"
     tape.replay()
-    second = release(y, Watched(np.random.PCG64(8)))
+    second = release(y, _generator(sampler, tape, 8))
     assert tape.step == len(tape.calls), "the neighbour made fewer draws than x: another path"
     assert not tape.stray, f"draws outside the noise primitives: {sorted(set(tape.stray))}"
     np.testing.assert_allclose(second, first, rtol=1e-9, atol=1e-9, err_msg="same transcript, other answers")
     return tape.loss
 
 
-def _workload(name, shape):
+def sampled_pairs(policy, count: int = PAIRS):
+    """``count`` seeded G-neighbour pairs (x, x'): x has 50–200 records spread over the cells by a
+    Dirichlet(½) draw (uneven, often with empty cells), x' is one of its neighbours, drawn."""
+    gen = np.random.default_rng(SEED)
+    for _ in range(count):
+        x = gen.multinomial(gen.integers(RECORDS[0], RECORDS[1] + 1), gen.dirichlet(np.full(policy.size, 0.5)))
+        neighbours = policy_neighbours(x, policy)
+        yield x, neighbours[gen.integers(len(neighbours))]
+
+
+#: The mechanisms replayed: every registered one as its name builds it, and — since at 50–200
+#: records their private checks choose the plain release — the data-dependent ones forced to
+#: select, with the selections each must make.
+UNDER_TEST = {name: (MECHANISMS[name](), {"exponential_choice"} if name == "mwem" else set())
+              for name in sorted(MECHANISMS) if name != "matrix"}  # MatrixMechanism needs a strategy
+UNDER_TEST |= {
+    "dawa_partitioned": (DAWA(ratio=0.25), {"dawa_partition"}),
+    "privtree_split": (PrivTree(select=False), {"privtree_leaves"}),
+    "ptt_dawa": (PartitionThenTransform(epsilon_split=0.25), {"dawa_partition"}),
+    "ptt_matching": (PartitionThenTransform("matching", epsilon_split=0.25), {"matching_partition"}),
+    "ptt_pairing": (PartitionThenTransform("noisy_pairing", epsilon_split=0.25), set()),
+}
+
+
+class Case(NamedTuple):
+    label: str
+    mechanism: Mechanism
+    policy: policies.Policy
+    route: str
+    tree: str | None
+    selects: frozenset
+
+
+def _workload(mechanism: Mechanism, shape):
     """Prefix queries; for a mechanism that answers marginals only, every 1-way marginal and the total."""
-    if MECHANISMS[name].needs_marginals:
+    return _shared_workload(mechanism.needs_marginals, tuple(shape))
+
+
+@functools.cache
+def _shared_workload(marginals: bool, shape: tuple):
+    """One workload object per kind and shape: plans and strategies are cached per workload object."""
+    if marginals:
         return wl.marginals(shape, [(a,) for a in range(len(shape))] + [()])
     return wl.prefix(shape)
 
 
 def _cases():
-    """(mechanism name, policy, route, tree) for every registered mechanism under every policy
-    kind it accepts (1-D mechanisms on K cells, grid mechanisms on a 3 × 2 grid, mechanisms for
-    marginals on both and under the attribute policy) and every route."""
+    """A :class:`Case` for every mechanism of :data:`UNDER_TEST` under every policy kind it accepts
+    (1-D mechanisms on K cells, grid mechanisms on the grid, mechanisms for marginals on both and
+    under the attribute policy) and every route."""
     line_kinds = [policies.unbounded(K), policies.complete(K), policies.line(K), policies.threshold(K, 2)]
-    grid_kinds = [policies.unbounded((3, 2)), policies.grid((3, 2), 1)]
-    for name in sorted(MECHANISMS):
-        cls = MECHANISMS[name]
-        kinds = grid_kinds if cls.needs_grid else line_kinds
-        if cls.needs_marginals:
-            kinds = line_kinds + grid_kinds + [policies.attribute((3, 2))]
+    grid_kinds = [policies.unbounded(GRID), policies.grid(GRID, 1)]
+    for label, (mechanism, selects) in UNDER_TEST.items():
+        kinds = grid_kinds if mechanism.needs_grid else line_kinds
+        if mechanism.needs_marginals:
+            kinds = line_kinds + grid_kinds + [policies.attribute(GRID)]
         for policy in kinds:
             for route in ("auto", "transform", "exact"):
-                tree = None if policy.is_forest or route == "exact" or cls.analytic_error else "bfs"
+                # a spanning tree where a transform route needs one; native mechanisms read the policy itself
+                tree = None if policy.is_forest or route == "exact" or mechanism.analytic_error or "native" in mechanism.routes else "bfs"
                 try:
-                    bt.plan(_workload(name, policy.shape), policy, EPSILON, name, route, tree)
+                    bt.plan(_workload(mechanism, policy.shape), policy, EPSILON, mechanism, route, tree)
                 except (ValueError, TypeError):  # a route or policy the mechanism does not get
                     continue
-                yield name, policy, route, tree
+                yield Case(label, mechanism, policy, route, tree, frozenset(selects))
 
 
 CASES = list(_cases())
 
 
-def test_the_cases_cover_every_mechanism_policy_kind_and_route():
-    names = {name for name, *_ in CASES}
-    assert names == set(MECHANISMS) - {"matrix"}  # MatrixMechanism needs a strategy: no default instance
-    assert {route for _, _, route, _ in CASES} == {"auto", "transform", "exact"}
-    assert {bt.plan(_workload(n, p.shape), p, EPSILON, n, r, t).chosen.route for n, p, r, t in CASES} >= {"exact", "transform", "native"}
+def test_the_cases_cover_every_mechanism_policy_kind_route_and_selection():
+    assert {case.label for case in CASES} == set(UNDER_TEST)
+    assert {case.mechanism.name for case in CASES} == set(MECHANISMS) - {"matrix"}
+    assert {case.route for case in CASES} == {"auto", "transform", "exact"}
+    chosen = {bt.plan(_workload(c.mechanism, c.policy.shape), c.policy, EPSILON, c.mechanism, c.route, c.tree).chosen.route
+              for c in CASES}
+    assert chosen >= {"exact", "transform", "native"}
+    assert frozenset().union(*(case.selects for case in CASES)) == set(SELECTIONS)
 
 
-@pytest.mark.parametrize("name, policy, route, tree", CASES, ids=[f"{n}-{p.name}-{r}" for n, p, r, _ in CASES])
-def test_every_release_is_epsilon_blowfish_from_the_noise_drawn(tape, name, policy, route, tree):
-    workload = _workload(name, policy.shape)
-    mechanism = MECHANISMS[name]()
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.label}-{c.policy.name}-{c.route}" for c in CASES])
+def test_every_release_is_epsilon_blowfish_from_the_noise_drawn(tape, case, sampler):
+    workload = _workload(case.mechanism, case.policy.shape)
 
     def release(x, gen):
-        return bt.answer(workload, x, policy, EPSILON, mechanism, rng=gen, route=route, tree=tree).answers
+        return bt.answer(workload, x, case.policy, EPSILON, case.mechanism, rng=gen, route=case.route, tree=case.tree).answers
 
-    pairs = list(neighbour_pairs(policy, max_records=2 if policy.size <= 6 else 1))
-    worst = max(transcript_loss(tape, release, x, y) for x, y in pairs)
-    assert worst <= EPSILON * (1 + 1e-9), f"privacy loss {worst:.6g} > ε = {EPSILON} at some neighbour pair"
+    for x, y in sampled_pairs(case.policy):
+        loss = transcript_loss(tape, release, x, y, sampler)
+        # the shares of ε and the sums of the loss round at a few ulps each
+        assert loss <= EPSILON * (1 + 1e-9), f"privacy loss {loss:.6g} > ε = {EPSILON} from x = {x.tolist()} to {y.tolist()}"
+        assert case.selects <= {call.kind for call in tape.calls}, f"{sorted(case.selects)} not all made"
+
+
+def laplace_cdf(z: np.ndarray, scale: float) -> np.ndarray:
+    """P(Z <= z) for Z ~ Laplace(scale)."""
+    return np.where(z < 0, 0.5 * np.exp(z / scale), 1 - 0.5 * np.exp(-z / scale))
+
+
+def ks_distance(draws: np.ndarray, cdf, left_cdf) -> float:
+    """sup_z |F_n(z) - F(z)| between the draws' empirical distribution F_n and ``cdf`` F
+    (``left_cdf``: z ↦ F(z-), its limit from the left). F_n is constant between draws and F
+    monotone, so the sup is at a draw, on one side or the other of its jump."""
+    z = np.sort(draws)
+    after = np.searchsorted(z, z, side="right") / z.size
+    before = np.searchsorted(z, z, side="left") / z.size
+    return float(max(np.abs(after - cdf(z)).max(), np.abs(before - left_cdf(z)).max()))
+
+
+@pytest.mark.parametrize("sampler, integer", [("numpy", False), ("secure", True), ("secure", False)],
+                         ids=["numpy", "secure-integer", "secure-lattice"])
+def test_each_sampler_draws_the_scale_it_is_given(seeded_entropy, sampler, integer):
+    """add_laplace's noise on 20 000 values against its distribution at the scale given: Laplace on
+    a numpy Generator; on a SecureRandom discrete Laplace for integer values, and for real values
+    the lattice scheme, whose noise is discrete Laplace on a grid 2^-35 fine at a scale at most
+    1 + 2^-20 larger — Laplace for this test. The Kolmogorov–Smirnov distance must be within the
+    Dvoretzky–Kiefer–Wolfowitz bound sqrt(ln(2/α) / 2n) (exceeded with probability at most α under
+    the hypothesis, for any distribution), and beyond it for a scale 20 % off: the check's power."""
+    gen = np.random.default_rng(SEED)
+    values = gen.integers(0, 200, NOISE_DRAWS) if integer else gen.uniform(-100, 100, NOISE_DRAWS)
+    rng = np.random.default_rng(SEED + 1) if sampler == "numpy" else SecureRandom()
+    drawn = noise.add_laplace(values, NOISE_SCALE, rng, sensitivity=1.0, integer=integer) - values
+
+    def distance(scale: float) -> float:
+        if integer:
+            return ks_distance(drawn, lambda z: dlap_cdf(z, scale), lambda z: dlap_cdf(z - 1, scale))
+        return ks_distance(drawn, lambda z: laplace_cdf(z, scale), lambda z: laplace_cdf(z, scale))
+
+    bound = math.sqrt(math.log(2 / ALPHA) / (2 * NOISE_DRAWS))
+    assert distance(NOISE_SCALE) <= bound, f"KS distance {distance(NOISE_SCALE):.4f} > {bound:.4f} from scale {NOISE_SCALE}"
+    for wrong in (0.8 * NOISE_SCALE, 1.25 * NOISE_SCALE):
+        assert distance(wrong) > bound, f"no power against scale {wrong}"
 
 
 class ShortChanged(Identity, register=False):
@@ -200,8 +424,41 @@ def test_a_mechanism_drawing_less_noise_than_it_reports_is_caught(tape):
     def run(x, gen):
         return bt.answer(workload, x, policy, EPSILON, mechanism, rng=gen).answers
 
-    worst = max(transcript_loss(tape, run, x, y) for x, y in neighbour_pairs(policy, max_records=1))
+    worst = max(transcript_loss(tape, run, x, y) for x, y in sampled_pairs(policy))
     assert worst == pytest.approx(EPSILON / 0.9)
+
+
+#: A selection at ε for unit changes of x (all of them with the same loss ε at every unit change).
+SPEND = {
+    "dawa_partition": lambda x, epsilon, gen: partitions.dawa_partition(x, epsilon, epsilon, gen),
+    "matching_partition": lambda x, epsilon, gen: partitions.matching_partition(x, epsilon, epsilon, gen),
+    "privtree_leaves": lambda x, epsilon, gen: privtree.privtree_leaves(x, epsilon, gen),
+    "exponential_choice": lambda x, epsilon, gen: datadependent.exponential_choice(epsilon * x, np.zeros(x.size, bool), gen),
+}
+
+
+class Overspending(Identity, register=False):
+    """Broken on purpose: a selection at ε, then Laplace counts at ε."""
+
+    name = "overspending"
+
+    def __init__(self, selection: str):
+        self.selection = selection
+
+    def measure(self, workload, x, epsilon, gen, policy=None):
+        SPEND[self.selection](x, epsilon, gen)  # its decision unused: the budget is spent all the same
+        return super().measure(workload, x, epsilon, gen, policy)
+
+
+@pytest.mark.parametrize("selection", sorted(SELECTIONS))
+def test_a_selection_spending_beyond_its_share_is_caught(tape, selection):
+    policy, workload, mechanism = policies.unbounded(K), wl.identity(K), Overspending(selection)
+
+    def run(x, gen):
+        return bt.answer(workload, x, policy, EPSILON, mechanism, rng=gen).answers
+
+    losses = [transcript_loss(tape, run, x, y) for x, y in sampled_pairs(policy)]
+    assert losses == pytest.approx([2 * EPSILON] * PAIRS)
 
 
 def test_a_mechanism_reading_the_data_outside_the_noise_is_caught(tape):
@@ -218,4 +475,4 @@ def test_a_mechanism_reading_the_data_outside_the_noise_is_caught(tape):
         return bt.answer(workload, x, policy, EPSILON, Peeking(), rng=gen).answers
 
     with pytest.raises(AssertionError, match="same transcript, other answers"):
-        max(transcript_loss(tape, run, x, y) for x, y in itertools.islice(neighbour_pairs(policy, max_records=1), 4))
+        max(transcript_loss(tape, run, x, y) for x, y in sampled_pairs(policy))
