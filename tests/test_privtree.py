@@ -284,8 +284,8 @@ def test_leaf_counts_cost_their_share_for_every_neighbour(monkeypatch):
     x = np.random.default_rng(0).integers(0, 20, 36)
     for estimator in (M.Identity(), M.HB(), None):
         mech = M.PrivTree(tree_share=0.4, select=False, estimator=estimator)
-        cost = worst_replayed_cost(monkeypatch, lambda data: mech.run(workload, data, epsilon, rng=0), x, added_records(x),
-                                   (base_module,))
+        cost = worst_replayed_cost(monkeypatch, lambda data, mech=mech: mech.run(workload, data, epsilon, rng=0), x,
+                                   added_records(x), (base_module,))
         assert 0.6 * epsilon - 1e-9 <= cost <= 0.6 * epsilon + 1e-9
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._validation import check_real
 from ..selection import Decision, ErrorModel, decide, error_model, measure
-from ..workloads import BucketWorkload, Boxes, Workload
+from ..workloads import Boxes, BucketWorkload, Workload
 from ..workloads.boxes import coverage
 from .base import LinearMechanism, Mechanism
 from .plain import STAGE_TWO, aggregation_gain, lowest_error, plain_strategy, workload_class
@@ -119,7 +119,8 @@ class PrivTree(Mechanism):
     total by one, and the estimator's Laplace(Δ/ε₂), Δ its strategy's largest column L1 norm, is
     ε₂-DP; its choice reads only the released leaves, W and ε₂. The check's features are ρε-DP
     (sensitivity 1 each, see its docstring) and the plain release is a Laplace mechanism at the
-    rest. Sequential composition gives ε. No record total is read: the mechanism runs on x_G of any tree transform too (x_G ≥ 0 counts records below edges).
+    rest. Sequential composition gives ε. No record total is read: the mechanism runs on x_G of
+    any tree transform too (x_G ≥ 0 counts records below edges).
 
     Sampling: the split decisions compare real numbers with a threshold and draw Laplace noise in
     floating point (``Generator.laplace``), which is not hardened; the leaf totals are measured
