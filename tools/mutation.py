@@ -2,15 +2,15 @@
 
 Run: ``pip install mutmut`` then ``python tools/mutation.py blowfish_te/sensitivity.py [--jobs N]``.
 
-The modules and the test files that exercise each one are listed in ``pyproject.toml`` under
-``[tool.blowfish_te.mutation.tests]``; mutants known to be equivalent (no test could tell them from
-the original) under ``[tool.blowfish_te.mutation.equivalent]``, each with a one-line reason. The
-project-wide mutmut settings are ``[tool.mutmut]``. The run happens in a scratch copy of the
-repository whose ``[tool.mutmut]`` mutates this module only and selects these test files only, so
-the working tree is never touched; ``--keep`` leaves the copy (``cd`` there and ``mutmut show
-NAME`` to read a mutant). Prints one line per surviving mutant and a summary row: mutants tried,
-caught, equivalent, surviving (and timeouts), and the time the run took. Exits 1 when a
-non-equivalent mutant survives.
+The modules and the test files that exercise each one are listed in ``tools/mutation.toml`` (beside
+this script) under ``[tests]``; mutants known to be equivalent (no test could tell them from the
+original) under ``[equivalent]``, each with a one-line reason. The project-wide mutmut settings are
+``[tool.mutmut]`` in ``pyproject.toml``, whose ``only_mutate`` lists the covered modules. The run
+happens in a scratch copy of the repository whose ``[tool.mutmut]`` mutates this module only and
+selects these test files only, so the working tree is never touched; ``--keep`` leaves the copy
+(``cd`` there and ``mutmut show NAME`` to read a mutant). Prints one line per surviving mutant and a
+summary row: mutants tried, caught, equivalent, surviving (and timeouts), and the time the run took.
+Exits 1 when a non-equivalent mutant survives.
 """
 
 from __future__ import annotations
@@ -28,15 +28,17 @@ import time
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+#: the module → test files and equivalent-mutant tables
+TABLES = pathlib.Path(__file__).resolve().with_name("mutation.toml")
 #: mutmut's statuses of a mutant the tests detected (a hang or a crash of the tests detects it too)
 DETECTED = ("killed", "caught by type check", "timeout", "segfault")
 
 
 def _settings() -> tuple[dict, dict, dict]:
     """([tool.mutmut], module → test files, mutant name → reason it is equivalent)."""
-    tools = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]
-    ours = tools.get("blowfish_te", {}).get("mutation", {})
-    return tools.get("mutmut", {}), ours.get("tests", {}), ours.get("equivalent", {})
+    mutmut = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"].get("mutmut", {})
+    ours = tomllib.loads(TABLES.read_text("utf-8"))
+    return mutmut, ours.get("tests", {}), ours.get("equivalent", {})
 
 
 def _module_path(name: str, listed: dict) -> str:
@@ -44,7 +46,7 @@ def _module_path(name: str, listed: dict) -> str:
     if not path.endswith(".py"):
         path = path.replace(".", "/") + ".py"
     if path not in listed:
-        raise SystemExit(f"error: module {name!r} has no test files listed in [tool.blowfish_te.mutation.tests]; "
+        raise SystemExit(f"error: module {name!r} has no test files listed under [tests] in {TABLES.relative_to(ROOT)}; "
                          f"listed: {', '.join(sorted(listed))}")
     return path
 
@@ -97,7 +99,7 @@ def main() -> int:
         statuses = _statuses(scratch)
         if statuses and all(s == "not checked" for s in statuses.values()):
             sys.stderr.write(f"error: no test in {', '.join(listed[module])} calls {module}; list the test files that "
-                             "exercise it in [tool.blowfish_te.mutation.tests]\n")
+                             f"exercise it under [tests] in {TABLES.relative_to(ROOT)}\n")
             return 2
     finally:
         if args.keep:
