@@ -183,3 +183,110 @@ def test_a_part_sees_exactly_its_own_records():
     with pytest.raises(ValueError, match="at most one record per id"):
         unbounded.answer("b", W, X, 0.5, rng=0)
     assert unbounded.charge == pytest.approx(0.5)
+
+
+# -- exact refusals, records and history -----------------------------------------------------------
+def _refusal(call) -> str:
+    with pytest.raises((TypeError, ValueError)) as info:
+        call()
+    return str(info.value)
+
+
+def test_the_accountants_refusals_name_what_is_wrong():
+    line = policies.line(K)
+    assert _refusal(lambda: BudgetAccountant(0.0, line)) == "total_epsilon must be a finite number > 0, got 0.0"
+    assert _refusal(lambda: BudgetAccountant(1.0, line, constraints=bt.constraints.known_total(4))) == (
+        "constraints are over (4,) but the policy over (8,)")
+    assert _refusal(lambda: BudgetAccountant(1.0, line, constraints="yes")) == (
+        "constraints must be a Constraints object, True or False, got 'yes'")
+    assert _refusal(lambda: BudgetAccountant(1.0, line, moves="all")) == "moves must be one of ('any', 'edges'), got 'all'"
+    acct = BudgetAccountant(1.0, line)
+    assert _refusal(lambda: acct.spend(0.1, label=3)) == "label must be a string or None, got int"
+    acct.spend(0.75)
+    assert _refusal(lambda: acct.spend(0.5)) == (
+        "a release requests epsilon=0.5 but only 0.25 of the total 1 remains (0.75 spent); nothing was charged or run")
+    assert _refusal(lambda: acct.spend(0.5, "late")) == (
+        "release 'late' requests epsilon=0.5 but only 0.25 of the total 1 remains (0.75 spent); nothing was charged or run")
+    assert _refusal(lambda: BudgetAccountant(1.0, line, constraints=True).parallel([[1], [2]])) == (
+        "parallel composition is refused: this accountant was declared with constraints=True, and with publicly known "
+        "constraints beyond the record count it fails in general (He et al. SIGMOD 2014, §4.1; Thm 4.3 needs the "
+        "constraints split so that each affects one part only, which cannot be checked here). Charge the releases "
+        "sequentially instead.")
+
+
+def test_malformed_record_sets_are_refused_by_name():
+    acct = BudgetAccountant(1.0, policies.line(K))
+    assert _refusal(lambda: acct.parallel({})) == "parts must name at least one record set, got none"
+    assert _refusal(lambda: acct.parallel(3)) == "parts must map part names to collections of record ids, got int"
+    assert _refusal(lambda: acct.parallel({"a": 5})) == "parts['a'] must be a collection of record ids, got int"
+    assert _refusal(lambda: acct.parallel({"a": [1, 7], "b": [7]})) == (
+        "parts overlap: record id 7 is in parts 'a' and 'b'; parallel composition needs disjoint record sets "
+        "(He et al. Thm 4.2)")
+    group = acct.parallel({"a": [1], "b": [2]})
+    # an unhashable part name is no part of the group, refused as any other unknown name
+    assert _refusal(lambda: group.spend(["a"], 0.1)) == "part must be one of the group's parts ['a', 'b'], got ['a']"
+    assert acct.history == ()
+
+
+def test_a_groups_charges_are_recorded_with_their_labels():
+    acct = BudgetAccountant(1.0, policies.line(K))
+    group = acct.parallel({"north": range(25), "south": range(25, 50)}, label="regions")
+    assert repr(group) == "<ParallelGroup regions: 2 disjoint parts, charge 0>"
+    assert repr(acct.parallel([[100]])) == "<ParallelGroup: 1 disjoint parts, charge 0>"
+    group.answer("north", W, X, 0.5, rng=1, label="prefix")
+    group.spend("south", 0.25, "vouched")
+    assert acct.history == (bt.budget.Spend(0.5, "prefix", "regions", "north"), bt.budget.Spend(0.25, "vouched", "regions", "south"))
+    assert repr(group) == "<ParallelGroup regions: 2 disjoint parts, charge 0.5>"
+    acct.spend(0.5)
+    assert _refusal(lambda: group.spend("north", 0.125, "more")) == (
+        "release 'more' on part 'north' requests epsilon=0.125 but only 0 of the total 1 remains (1 spent); "
+        "nothing was charged or run")
+    assert _refusal(lambda: group.spend("north", 0.125)) == (
+        "a release on part 'north' requests epsilon=0.125 but only 0 of the total 1 remains (1 spent); "
+        "nothing was charged or run")
+    bounded = BudgetAccountant(5.0, policies.line(K)).parallel({"a": range(25), "b": range(25, 40)})
+    assert _refusal(lambda: bounded.answer("b", W, X, 0.5, rng=0)) == (
+        "x holds 25 records but part 'b' has 15 record ids: a release on D ∩ S must see exactly one record per id of S "
+        "(pass the histogram of that part's records only)")
+
+
+def test_a_parts_release_is_the_plain_release_with_its_rng_and_tree():
+    policy = policies.threshold(K, 2)
+    group = BudgetAccountant(5.0, policy).parallel({"a": range(25), "b": range(25, 40)})
+    ours = group.answer("a", W, X, 0.5, mechanism="dawa", rng=3, tree="line")  # dawa needs a tree on this cyclic policy
+    plain = bt.answer(W, X, policy, 0.5, "dawa", rng=3, tree="line")
+    np.testing.assert_array_equal(ours.answers, plain.answers)
+    assert ours.route == plain.route
+
+
+def test_a_parts_release_fits_the_public_counts_scoped_inside_it():
+    """The records of a part are passed on: a constraint whose scope lies inside the part is a
+    count the part's histogram determines, and the release is fitted to it."""
+    k = 8
+    north, south = {0, 1, 2}, {3, 4, 5}
+    scoped = bt.constraints.count_queries(k, [[0, 1], [5]], names=["n-low", "s-high"], scopes=[north, south])
+    acct = BudgetAccountant(1.0, policies.line(k), constraints=scoped)
+    group = acct.parallel({"north": north, "south": south}, label="regions")
+    assert group.label == "regions"
+    x = np.zeros(k, int)
+    x[[1, 2, 6]] = 1
+    assert group.answer("north", wl.prefix(k), x, 0.5, rng=0).public_counts == {"n-low": 1}
+    assert acct.history == (bt.budget.Spend(0.5, None, "regions", "north"),)
+
+
+def test_a_critical_constraint_counting_two_parts_refuses_the_group():
+    """A scope inside the parts' union that meets two of them refuses the group (no record outside
+    every part is needed); one that meets no part ties none together."""
+    k = 8
+    parts = {"north": {0, 1, 2}, "south": {3, 4, 5}}
+    two = bt.constraints.count_queries(k, [[0, 1]], names=["low"], scopes=[{0, 3}])
+    assert _refusal(lambda: BudgetAccountant(1.0, policies.line(k), constraints=two).parallel(parts)) == (
+        "parallel composition is refused: the public constraint 'low' counts records of parts 'north' and 'south', and "
+        "a move along an edge of line(8) changes it, so one neighbour can differ in both (He et al. Thm 4.3 needs every "
+        "such constraint to count records of one part only). Nothing was released; charge the releases sequentially, "
+        "or give the constraint a scope inside one part")
+    three = {**parts, "west": {6}}
+    assert "parts 'north' and 'south'" in _refusal(
+        lambda: BudgetAccountant(1.0, policies.line(k), constraints=two).parallel(three))
+    elsewhere = bt.constraints.count_queries(k, [[0, 1]], names=["low"], scopes=[{6, 7}])
+    assert BudgetAccountant(1.0, policies.line(k), constraints=elsewhere).parallel(parts).charge == 0.0

@@ -2,12 +2,14 @@
 the fitted error models and the decision at the predicted crossing."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from blowfish_te import selection
 from blowfish_te.partitions import BUCKET_GUARD, tree_cost
+from blowfish_te.secure import SecureRandom
 from blowfish_te.selection import (
     COST_FLOOR,
     MODEL_SPLIT,
@@ -179,3 +181,96 @@ def test_every_checked_mechanism_has_its_models():
                 ("partition_then_transform", 1, "cells")]:
         assert len(COEFFICIENTS[key]) == 8 and all(math.isfinite(c) for c in COEFFICIENTS[key]), key
     assert set(selection.WORKLOAD_CLASSES) == {"cells", "ranges"}
+
+
+def _refusal(call) -> str:
+    with pytest.raises((TypeError, ValueError)) as info:
+        call()
+    return str(info.value)
+
+
+def test_shares_and_features_refuse_what_they_cannot_measure_by_name():
+    assert total_share(1) == 0.01 and cost_share(1) == 0.01  # a single cell is a domain too
+    assert _refusal(lambda: total_share(0)) == "k must be an integer >= 1, got 0"
+    assert _refusal(lambda: cost_share(0)) == "k must be an integer >= 1, got 0"
+    assert _refusal(lambda: cost_share(16, record_moves=0)) == "record_moves must be an integer >= 1, got 0"
+    assert _refusal(lambda: cost_share(16, record_moves=3)) == "record_moves must be an integer <= 2, got 3"
+    x, gen = np.arange(16), _Recorder()
+    assert _refusal(lambda: measure(x, 1.0, gen, record_moves=0)) == "record_moves must be an integer >= 1, got 0"
+    assert _refusal(lambda: measure(x, 1.0, gen, record_moves=0, cost=False)) == "record_moves must be an integer >= 1, got 0"
+    assert _refusal(lambda: measure(x, 1.0, gen, record_moves=3)) == "record_moves must be an integer <= 2, got 3"
+    # the total's budget is a share of ε strictly between 0 and ε
+    assert _refusal(lambda: measure(x, 0.5, gen, total_budget=0.0)).startswith("total_budget must be ")
+    assert _refusal(lambda: measure(x, 0.5, gen, total_budget=0.5)).startswith("total_budget must be ")
+    assert _refusal(lambda: measure(x, 0.5, gen, total_budget=-0.1)).startswith("total_budget must be ")
+    assert gen.draws == []  # nothing was drawn for a refused call
+
+
+def test_measure_reads_a_grid_as_its_flattened_cells():
+    grid = np.arange(64).reshape(8, 8) % 5
+    flat, laid = measure(grid.reshape(-1), 0.5, _Recorder()), measure(grid, 0.5, _Recorder())
+    assert laid == flat and laid.cells == 64
+
+
+def test_measure_gives_each_feature_its_sampler_scale_and_sensitivity():
+    """Through a hardened generator: the total is an integer (exact discrete Laplace at
+    record_moves / its budget), the two costs are not (lattice Laplace, calibrated to the pair's
+    L1 sensitivity 2·record_moves at record_moves / the cost budget)."""
+
+    class Recording(SecureRandom):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def integer_laplace(self, values, scale):
+            self.calls.append(("integer", scale, len(values)))
+            return np.asarray(values, dtype=np.float64)
+
+        def lattice_laplace(self, values, scale, sensitivity):
+            self.calls.append(("lattice", scale, sensitivity, len(values)))
+            return np.asarray(values, dtype=np.float64)
+
+    x, eps = np.arange(64) % 7, 0.5
+    for moves in (1, 2):
+        gen = Recording()
+        features = measure(x, eps, gen, record_moves=moves)
+        budget_total, budget_cost = total_share(64) * eps, cost_share(64, moves) * eps
+        assert gen.calls == [("integer", moves / budget_total, 1), ("lattice", moves / budget_cost, 2 * moves, 2)]
+        assert features == Features(float(x.sum()), _costs(x, eps)[0], 64, eps, budget_total + 2 * budget_cost, False,
+                                    _costs(x, eps)[1])
+
+
+def test_the_model_refuses_features_missing_either_cost():
+    half = Features(100.0, 0.5, 64, 1.0, 0.0, False, None)
+    with pytest.raises(ValueError, match="the m reads the cost features; measure them"):
+        ErrorModel("m", (0.0,) * 8).terms(half)
+    with pytest.raises(ValueError, match="the m reads the cost features; measure them"):
+        ErrorModel("m", (0.0,) * 8).terms(replace(half, cost=None, guarded_cost=0.5))
+
+
+def test_the_scale_term_is_the_clipped_log_of_the_features_scale():
+    model = ErrorModel("m", (0.0,) * 8, scale_range=(-1.5, 4.0))
+    assert model.terms(_features(scale=0.5))[1] == pytest.approx(math.log10(0.5))
+    assert model.terms(_features(scale=0.0))[1] == -1.5  # no records: the log's floor, clipped
+    assert model.terms(_features(scale=1e-9))[1] == -1.5
+    assert model.terms(_features(scale=1e6))[1] == 4.0
+
+
+def test_fitted_models_carry_the_fitted_excess_bound_and_name_the_fitted_ones():
+    from blowfish_te._selection_models import COEFFICIENTS, EXCESS_MAX, SCALE_RANGES
+
+    model = error_model("privtree", 2, "ranges")
+    assert (model.scale_range, model.excess_max, model.cost_bound) == (SCALE_RANGES[2], EXCESS_MAX, False)
+    assert EXCESS_MAX != ErrorModel("default", model.coefficients).excess_max  # the fitted bound, not the default
+    fitted = ", ".join(f"{m} ({d}-D {c})" for m, d, c in sorted(COEFFICIENTS))
+    assert _refusal(lambda: error_model("mwem", 1, "cells")) == (
+        f"no error model is fitted for mwem on 1-D cells workloads; fitted: {fitted}")
+    assert _refusal(lambda: decide(_features(), (0,) * 8)) == "model must be an ErrorModel, got tuple"
+
+
+def test_features_describe_what_was_measured():
+    noisy = Features(1234.4, 0.12345, 64, 0.5, 0.1, False, 0.54321)
+    assert noisy.describe() == ("record total 1234 (noisy), N·ε/K = 9.64, DAWA's cost 0.123 of K/ε (0.543 with its "
+                                "guards); features spent 0.1")
+    public = Features(1000.0, None, 64, 0.5, 0.0, True)
+    assert public.describe() == "record total 1000 (public), N·ε/K = 7.81; features spent 0"
