@@ -129,7 +129,9 @@ def _positive(value) -> bool:
 
 class Ledger:
     """The ledger in SQLite file ``path`` (created when missing). Each method opens its own
-    connection, so one Ledger may be shared by threads and one file by processes."""
+    connection, so one Ledger may be shared by threads and one file by processes; a call waits up
+    to ``timeout`` seconds (a minute by default) for another's write to end, then raises
+    :class:`sqlite3.OperationalError` (database is locked) having charged nothing."""
 
     def __init__(self, path: str | pathlib.Path, timeout: float = 60.0):
         self.path = pathlib.Path(path)
@@ -305,9 +307,6 @@ class _Closing:
 
     def __init__(self, db: sqlite3.Connection):
         self.db = db
-
-    def __getattr__(self, name):
-        return getattr(self.db, name)
 
     def __enter__(self):
         return self.db

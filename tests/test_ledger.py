@@ -1,9 +1,11 @@
 """The ledger that keeps a dataset's budget across runs, and `run --plan` / `run --ledger`."""
 
+import datetime
 import json
 import multiprocessing
 import sqlite3
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -357,3 +359,67 @@ def test_a_logged_raise_is_accepted_and_an_older_ledger_has_its_totals_logged_on
                                                     "(`blowfish-te ledger FILE --dataset NAME --budget TOTAL`), which logs it"
                                                     + _CHANGED)):
         Ledger(path).reserve("d", 0.1, "line(8)", "hb", "w")  # opened again: the log is not seeded twice
+
+
+def _refusal(call) -> str:
+    with pytest.raises(ValueError) as info:
+        call()
+    return str(info.value)
+
+
+def test_the_ledgers_refusals_name_what_is_wrong(tmp_path):
+    assert _refusal(lambda: Ledger(tmp_path / "missing" / "l.db")) == f"ledger {tmp_path / 'missing' / 'l.db'}: its folder does not exist"
+    book = Ledger(tmp_path / "l.db")
+    assert book.budget("d") is None and book.budgets() == []
+    assert _refusal(lambda: book.reserve("d", 0.5, "line(8)", "hb", "w")) == (
+        f"the ledger {tmp_path / 'l.db'} has no budget for dataset 'd': give its total (--budget) on its first release")
+    assert _refusal(lambda: book.reserve("d", 0.5, "line(8)", "hb", "w", total=0)) == "total must be a finite number > 0, got 0"
+    assert _refusal(lambda: book.set_budget("d", "line(8)", -1)) == "total must be a finite number > 0, got -1"
+    charge = book.reserve("d", 0.5, "line(8)", "hb", "w", total=1.0)
+    other = ("policy unbounded(8): dataset 'd''s budget is for policy line(8); releases under another policy do not "
+             "compose with it (sequential composition holds for one policy)")
+    assert _refusal(lambda: book.reserve("d", 0.1, "unbounded(8)", "hb", "w")) == other
+    assert _refusal(lambda: book.set_budget("d", "unbounded(8)", 2.0)) == other
+    assert _refusal(lambda: book.settle(charge, "reserved")) == (
+        "status must be one of ('released', 'failed', 'refunded'), got 'reserved'")
+    settled = book.settle(charge, "released")
+    assert (settled.status, settled.note) == ("released", "")  # no note unless one is given
+    assert book.charges("d") == [settled]
+
+
+def test_charges_are_stamped_in_utc(tmp_path):
+    charge = Ledger(tmp_path / "l.db").reserve("d", 0.5, "line(8)", "hb", "w", total=1.0)
+    assert datetime.datetime.fromisoformat(charge.time).utcoffset() == datetime.timedelta(0)
+
+
+def test_a_call_waits_for_another_write_only_as_long_as_its_timeout(tmp_path):
+    path = tmp_path / "l.db"
+    assert Ledger(path).timeout == 60.0  # by default a run waits a minute for another run's charge
+    book = Ledger(path, timeout=0.25)
+    book.reserve("d", 0.5, "line(8)", "hb", "w", total=1.0)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another run's write transaction
+    try:
+        start = time.perf_counter()
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            book.reserve("d", 0.25, "line(8)", "hb", "w")
+        assert time.perf_counter() - start < 4.0  # 0.25 s, not sqlite's own default of 5 s
+    finally:
+        holder.rollback()
+        holder.close()
+    assert book.budget("d").spent == 0.5
+
+
+def test_reopening_a_ledger_missing_a_table_logs_no_total(tmp_path):
+    """Only a ledger from before totals were logged has its totals logged on opening: a file that
+    has the log keeps it as it is, so a total changed by hand is still refused."""
+    path = tmp_path / "l.db"
+    Ledger(path).reserve("d", 0.5, "line(8)", "hb", "w", total=1.0)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE budgets SET total = 100")
+        db.execute("DROP TABLE releases")
+    book = Ledger(path)  # the missing table is made again
+    with pytest.raises(InvalidLedger, match="total 100.0 is not the last total logged for it"):
+        book.budget("d")
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT total FROM totals ORDER BY id").fetchall() == [(1.0,)]
