@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from blowfish_te import BOTTOM, policies
+from blowfish_te.errors import SpecError
 
 from conftest import brute_edges, edge_set, forests, graphs
 
@@ -247,3 +248,205 @@ def test_policies_pickle_and_copy(policy):
         assert clone.name == policy.name and clone.shape == policy.shape and clone.has_bottom == policy.has_bottom
         assert np.array_equal(clone.edges, policy.edges) and not clone.edges.flags.writeable
         assert all(not a.flags.writeable for b in clone.edge_blocks for a in vars(b).values() if isinstance(a, np.ndarray))
+
+
+# -- names, refusals and edge blocks, exactly ------------------------------------------------------
+def _refusal(call) -> str:
+    with pytest.raises((TypeError, ValueError)) as info:
+        call()
+    return str(info.value)
+
+
+def test_constructors_name_their_policies():
+    assert [p.name for p in (policies.complete(4), policies.complete((2, 3)), policies.unbounded((2, 3)), policies.line(5),
+                             policies.threshold(6, 2), policies.threshold(6, 5), policies.grid((3, 3)),
+                             policies.grid((3, 3), 4), policies.attribute((2, 3)), policies.partition([0, 1, 1]),
+                             policies.from_edges(4, [[0, 1], [2, 3]]))] == [
+        "complete(4)", "complete((2, 3))", "unbounded((2, 3))", "line(5)", "threshold(6, theta=2)",
+        "threshold(6, theta=5)", "grid((3, 3), theta=1)", "grid((3, 3), theta=4)", "attribute((2, 3))",
+        "partition(2 blocks over 3)", "from_edges(4, 2 edges)"]
+    g = nx.path_graph(3)
+    assert policies.from_networkx(g).name == "from_networkx(3, 2 edges)"
+    g.add_edge(0, BOTTOM)
+    assert policies.from_networkx(g).name == "from_networkx(3, 3 edges, BOTTOM)"
+    assert policies.Policy((3,), [], name="mine").name == "mine"
+    assert policies.Policy((3,), []).name == "policy((3,))"
+    assert repr(policies.unbounded(3)) == "<Policy unbounded(3): 3 cells + BOTTOM, 3 edges>"
+    assert repr(policies.line(4)) == "<Policy line(4): 4 cells, 3 edges>"
+
+
+def test_constructors_refuse_bad_shapes_and_thetas_by_name():
+    for build in (policies.complete, policies.unbounded, policies.attribute, policies.grid,
+                  lambda shape: policies.from_edges(shape, []), lambda shape: policies.from_networkx(nx.Graph(), shape)):
+        assert _refusal(lambda build=build: build(0)) == "shape[0] must be >= 1 (no empty axes), got 0 in (0,)"
+    assert _refusal(lambda: policies.grid((3, 3), 0)) == "theta must be an integer >= 1, got 0"
+    assert _refusal(lambda: policies.threshold(5, 0)) == "theta must be an integer >= 1, got 0"
+    assert _refusal(lambda: policies.check_policy("line")) == "policy must be a blowfish_te Policy, got str"
+    assert _refusal(lambda: policies.line(3).vertex(1.5)) == "cell must be an integer, got 1.5 (float)"
+    assert _refusal(lambda: policies.line(3).vertex(3)) == "cell index 3 is outside the domain of 3 cells"  # K is ⊥'s index
+    assert _refusal(lambda: policies.grid((2, 3)).vertex((2, 0))) == "cell (2, 0) is not a coordinate of the domain (2, 3)"
+
+
+def test_a_full_threshold_or_grid_is_one_clique_block():
+    """θ reaching the domain's diameter gives the complete graph, kept as one clique (never listed
+    pair by pair); one less gives offset blocks."""
+    assert [type(b) for b in policies.threshold(6, 5).edge_blocks] == [policies.CliqueEdges]
+    assert {type(b) for b in policies.threshold(6, 4).edge_blocks} == {policies.OffsetEdges}
+    assert [type(b) for b in policies.grid((3, 3), 4).edge_blocks] == [policies.CliqueEdges]
+    assert {type(b) for b in policies.grid((3, 3), 3).edge_blocks} == {policies.OffsetEdges}
+    assert policies.line(1).edge_blocks == () and policies.from_edges(3, []).edge_blocks == ()  # empty blocks are dropped
+
+
+def test_partition_lists_small_blocks_as_pairs_and_keeps_large_ones_as_cliques():
+    small = policies.SMALL_CLIQUE
+    at = policies.partition([0] * small + [1, 1])
+    assert at.num_edges == small * (small - 1) // 2 + 1
+    assert [type(b) for b in at.edge_blocks] == [policies.PairEdges]
+    above = policies.partition([0] * (small + 1) + [1, 1])
+    assert above.num_edges == (small + 1) * small // 2 + 1
+    assert [type(b) for b in above.edge_blocks] == [policies.PairEdges, policies.CliqueEdges]
+    single = policies.partition([7])
+    assert single.size == 1 and single.num_edges == 0
+
+
+def test_partition_refuses_labels_that_make_no_blocks():
+    assert _refusal(lambda: policies.partition(5)) == "labels must be a non-empty array with one label per cell, got shape ()"
+    assert _refusal(lambda: policies.partition([])) == "labels must be a non-empty array with one label per cell, got shape (0,)"
+    assert _refusal(lambda: policies.partition([1.0, np.nan])) == (
+        "labels must not contain NaN or infinity: every cell needs a definite block")
+    assert _refusal(lambda: policies.partition([[1], [2, 3]])).startswith("labels must be an array, could not convert it: ")
+    assert _refusal(lambda: policies.partition(np.array([1, "a"], dtype=object))) == (
+        "labels must be mutually comparable values (ints or strings): '<' not supported between instances of 'str' and 'int'")
+
+
+def test_from_edges_refuses_what_is_no_edge_list_by_name():
+    assert _refusal(lambda: policies.from_edges(3, [0, 1, 2])) == "edges must be an array of shape (E, 2), got shape (3,)"
+    assert _refusal(lambda: policies.from_edges(3, [[0, 1.5]])) == "edges must hold integer vertex indices, got dtype float64"
+    assert _refusal(lambda: policies.from_edges(3, [[0, 4]])) == "edges must hold cell indices in [0, 2] or 3 for BOTTOM, got [0, 4]"
+    assert _refusal(lambda: policies.from_edges(3, [[0, 1], [2]])).startswith("edges must be an array, could not convert it: ")
+    assert _refusal(lambda: policies.from_edges(3, [[1, 1]])) == (
+        "edges has a self-loop at 1: a record moving to its own value is not a change")
+    assert _refusal(lambda: policies.from_edges(3, [[3, 3]])) == (
+        "edges has a self-loop at BOTTOM: a record moving to its own value is not a change")
+    pol = policies.from_edges(5, [[3, 2], [0, 1], [1, 0], [3, 5]])
+    assert pol.edges.tolist() == [[0, 1], [2, 3], [3, 5]] and pol.num_edges == 3  # sorted, each edge once
+    # the canonical block is one the checked constructor accepts (integer arrays)
+    assert edge_set(policies.Policy(pol.shape, pol.edge_blocks, has_bottom=True)) == edge_set(pol)
+
+
+def test_from_networkx_refuses_what_is_no_policy_graph_by_name():
+    class NodesOnly:
+        nodes = [0, 1]
+
+    assert _refusal(lambda: policies.from_networkx(NodesOnly())) == "graph must be a networkx graph, got NodesOnly"
+    assert _refusal(lambda: policies.from_networkx(nx.Graph())) == (
+        "graph has no cell nodes; pass shape= to build a policy without edges")
+    assert _refusal(lambda: policies.from_networkx(nx.Graph([(0, 2)]))) == (
+        "graph cell nodes must be exactly the integers 0..1 (or pass shape= to use coordinate tuples or a larger domain)")
+    assert _refusal(lambda: policies.from_networkx(nx.Graph([(0, 4)]), shape=4)) == (
+        "graph node 4 is not a cell of the domain (4,): nodes must be flat indices 0..3, coordinate tuples or BOTTOM")
+    assert _refusal(lambda: policies.from_networkx(nx.Graph([((3, 0), (0, 0))]), shape=(3, 2))) == (
+        "graph node (3, 0) is not a cell of the domain (3, 2): nodes must be flat indices 0..5, coordinate tuples or BOTTOM")
+    loop = nx.Graph([(0, 1)])
+    loop.add_edge(2, 2)
+    assert _refusal(lambda: policies.from_networkx(loop)) == (
+        "graph has a self-loop at 2: a record moving to its own value is not a change")
+    loop = nx.Graph([(0, 1)])
+    loop.add_edge(BOTTOM, BOTTOM)
+    assert _refusal(lambda: policies.from_networkx(loop)) == (
+        "graph has a self-loop at BOTTOM: a record moving to its own value is not a change")
+    one = nx.Graph()
+    one.add_node(0)
+    assert policies.from_networkx(one).shape == (1,)  # a single cell is a domain
+
+
+def test_checked_blocks_are_refused_by_name():
+    def policy(block, has_bottom=False):
+        return lambda: policies.Policy((4,), [block], has_bottom=has_bottom)
+
+    def pairs(u, v, dtype=np.int64):
+        return policies.PairEdges(np.array(u, dtype=dtype), np.array(v, dtype=dtype))
+
+    shape_message = "PairEdges u and v must be 1-D integer arrays of equal length"
+    for bad in (policies.PairEdges(np.array([0]), np.array([1.0])), policies.PairEdges(np.array([0.0]), np.array([1])),
+                pairs([0, 1], [2]), pairs([[0, 1]], [[2, 3]])):
+        assert _refusal(policy(bad)) == shape_message
+    for bad in (pairs([1], [0]), pairs([1], [1]), pairs([-1], [2]), pairs([0], [4])):
+        assert _refusal(policy(bad)) == "PairEdges need 0 <= u < v <= 3 (no BOTTOM: has_bottom=False)"
+    assert _refusal(policy(pairs([0], [5]), True)) == "PairEdges need 0 <= u < v <= 4 (K = 4 is BOTTOM)"
+    clique_message = "CliqueEdges cells must be a sorted 1-D array of distinct cells in [0, 3]"
+    for cells in ([[0, 1], [2, 3]], [0.0, 1.0], [-1, 2], [1, 4], [2, 1], [1, 1]):
+        assert _refusal(policy(policies.CliqueEdges(np.array(cells)))) == clique_message
+    assert _refusal(policy(policies.OffsetEdges((0,)))) == (
+        "OffsetEdges offset (0,) must be lexicographically positive (first non-zero entry > 0)")
+    assert _refusal(lambda: policies.Policy((3,), 5)) == "blocks must be an iterable of edge blocks, got int"
+    assert _refusal(lambda: policies.Policy((3,), [(0, 1)])) == (
+        "edge blocks must be OffsetEdges, PairEdges or CliqueEdges, got tuple; for an edge list use from_edges(shape, edges)")
+    assert _refusal(lambda: policies.Policy((3,), [policies.OffsetEdges((1,)), pairs([0], [1])])) == (
+        "blocks list some edge more than once; each edge must appear in one block only")
+
+
+def test_checked_blocks_are_taken_as_given():
+    clique = policies.Policy((4,), [policies.CliqueEdges(np.array([0, 2, 3]))])
+    assert clique.edges.tolist() == [[0, 2], [0, 3], [2, 3]]
+    bottom = policies.Policy((3,), [policies.PairEdges(np.array([0], np.int32), np.array([3], np.int32))], has_bottom=True)
+    assert bottom.has_bottom and bottom.touches_bottom and bottom.edges.tolist() == [[0, 3]]
+    assert {a.dtype for b in bottom.edge_blocks for a in (b.u, b.v)} == {np.dtype(np.int64)}  # the policy's own int64 copies
+    small = policies.Policy((3,), [policies.CliqueEdges(np.array([0, 1], np.int32))])
+    assert small.edge_blocks[0].cells.dtype == np.int64
+    # distinct edges whose codes u·(K + 1) + v are distinct integers beyond float64's 2^53
+    k = 2**30
+    far = policies.Policy((k,), [policies.PairEdges(np.array([0, 1]), np.array([k - 1, k - 1]))])
+    assert far.num_edges == 2
+
+
+def test_components_of_offsets_that_skip_cells():
+    every_other = policies.Policy((5,), [policies.OffsetEdges((2,))])
+    assert every_other.component_labels.tolist() == [0, 1, 0, 1, 0] and every_other.n_components == 2
+    alone = policies.Policy((3,), [policies.OffsetEdges((1,))], has_bottom=True)  # ⊥ without an edge
+    assert alone.component_labels.tolist() == [0, 0, 0, 1] and alone.n_components == 2
+    assert alone.component_labels.dtype == np.int64 and not alone.component_labels.flags.writeable
+
+
+def test_policies_joined_by_unit_offsets_hold_one_label_without_listing_edges():
+    """Offsets with a unit step along every axis longer than one cell join every cell, and
+    unbounded DP joins every cell to ⊥: one component, its label held once (a domain too large to
+    list costs nothing)."""
+    for pol in (policies.line(50), policies.grid((1, 5)), policies.grid((4, 6), 2), policies.unbounded(10**6)):
+        assert pol.n_components == 1 and pol.component_labels.shape == (pol.num_vertices,)
+        assert pol.component_labels.strides == (0,)  # one label for every vertex
+    pol = policies.unbounded(10**6)
+    assert pol.n_components == 1
+    assert "_u" not in pol.edge_blocks[0].__dict__  # the million (u, ⊥) pairs were never made
+
+
+def test_fingerprints_follow_the_shape_the_bottom_vertex_and_the_edges():
+    line = policies.line(8)
+    assert line.fingerprint() == policies.threshold(8, 1).fingerprint() == line.fingerprint()  # not the name
+    assert isinstance(line.fingerprint(), str)
+    assert line.fingerprint() != policies.threshold(8, 2).fingerprint()  # other edges
+    assert policies.from_edges(3, [[0, 1]]).fingerprint() != policies.from_edges(4, [[0, 1]]).fingerprint()  # other shape
+    with_bottom = policies.Policy((8,), [policies.OffsetEdges((1,))], has_bottom=True)  # ⊥ present, joined to nothing
+    assert with_bottom.fingerprint() != line.fingerprint()
+
+
+def test_policy_specs_parse_build_and_refuse_exactly():
+    full = policies.PolicySpec.parse("threshold:full")
+    assert full == policies.PolicySpec("threshold:full", "threshold", None, True)
+    assert full.theta_on(7) == 7.0 and full.build(5).edges.tolist() == policies.complete(5).edges.tolist()
+    assert policies.PolicySpec.parse("grid:1") == policies.PolicySpec("grid:1", "grid", 1)
+    assert policies.PolicySpec.parse("grid:3").theta_on((4, 4)) == 3.0 and policies.PolicySpec.parse("line").theta_on(4) is None
+    with pytest.raises(ValueError, match=r"^shape\[0\] must be >= 1 \(no empty axes\), got 0 in \(0,\)$"):
+        full.theta_on(0)
+    for spec, message in [
+        (3, "policy spec must be a string such as 'line' or 'threshold:16', got int"),
+        ("ring", "unknown policy 'ring'; allowed: unbounded, complete, attribute, line, threshold:θ, threshold:full, grid:θ"),
+        ("grid:0", "policy 'grid:0': θ must be a positive integer"),
+        ("threshold:x", "policy 'threshold:x': θ must be a positive integer or full"),
+    ]:
+        with pytest.raises(SpecError) as info:
+            policies.PolicySpec.parse(spec)
+        assert str(info.value) == message
+    with pytest.raises(SpecError) as info:
+        policies.PolicySpec.parse("line").build(0)
+    assert str(info.value) == "policy 'line': shape[0] must be >= 1 (no empty axes), got 0 in (0,)"
