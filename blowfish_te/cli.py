@@ -14,6 +14,7 @@ import click
 import numpy as np
 
 from . import datasets, policies, workloads
+from ._csv import escape_row
 from .errors import SpecError
 from .progress import Progress
 from .release import answer
@@ -305,7 +306,7 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
             writer = csv.writer(stream)
             writer.writerow(["index", "query", "answer", *meta])
             for i, (label, a) in enumerate(zip(labels, fields["answers"])):
-                writer.writerow([i, label, a, *meta.values()])
+                writer.writerow(escape_row([i, label, a, *meta.values()]))
 
 
 def _indent(text: str) -> str:

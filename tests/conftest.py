@@ -143,6 +143,18 @@ def graphs(draw, max_cells: int = 6, allow_bottom: bool = True):
     return k, chosen
 
 
+def close(actual, expected, magnitude=None) -> bool:
+    """Whether ``actual`` equals ``expected`` (same shape) up to the rounding of the float work
+    that made them: 1e-9 of each value, and at least 1e-9 of the largest magnitude that work
+    handled — ``magnitude`` (a number or the values it ran on, e.g. the noisy answers a draw is
+    read back from), else ``expected`` — and of 1. Values as large as counts scale with keep
+    their rounding inside, while a difference of one count is found at any size up to 10⁸."""
+    actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    largest = np.abs(expected if magnitude is None else np.asarray(magnitude, dtype=np.float64))
+    scale = max(1.0, float(largest.max(initial=0.0)))
+    return actual.shape == expected.shape and bool(np.allclose(actual, expected, rtol=1e-9, atol=1e-9 * scale))
+
+
 def laplace_mse_sd(a: np.ndarray, scale: float, m: int) -> float:
     """Standard deviation of (1/m) ηᵀAη for i.i.d. Laplace(scale) η and symmetric A.
 
@@ -205,9 +217,9 @@ def added_records(x) -> list:
 
 def replayed_runs(monkeypatch, run, x, neighbours, modules) -> list:
     """One :class:`Replay` per neighbour y of ``x``: ``run(x)`` with every draw through the
-    ``add_laplace`` of ``modules`` recorded, then ``run(y)`` replayed (the answers must agree
-    exactly, else the neighbour took another path). Each replay's ``cost`` bounds the privacy loss
-    of the output between x and y."""
+    ``add_laplace`` of ``modules`` recorded, then ``run(y)`` replayed (the answers must agree up
+    to rounding, :func:`close`, else the neighbour took another path). Each replay's ``cost``
+    bounds the privacy loss of the output between x and y."""
     replays = []
     for y in neighbours:
         replay = Replay()
@@ -215,7 +227,7 @@ def replayed_runs(monkeypatch, run, x, neighbours, modules) -> list:
             monkeypatch.setattr(module, "add_laplace", replay)
         first = run(x)
         replay.replay()
-        assert np.allclose(first, run(y)), "the neighbour took another path"
+        assert close(run(y), first), "the neighbour took another path"
         replays.append(replay)
     return replays
 

@@ -1,9 +1,14 @@
+import csv
+import io
 import re
 import subprocess
 import sys
 
+import numpy as np
 from click.testing import CliRunner
 
+import blowfish_te.cli as cli
+from blowfish_te._csv import escape_cell, escape_row, unescape_cell
 from blowfish_te.cli import main
 
 
@@ -93,3 +98,38 @@ def test_strategies_lists_the_shipped_set_and_builds_into_a_folder(tmp_path):
     assert " stored " in again.output and len(list(out.glob("*.npz"))) == 1
     bad = CliRunner().invoke(main, ["strategies", "--out", str(out), "--only", "prefix:7"])
     assert bad.exit_code == 1 and bad.output.startswith("Error:") and "allowed: prefix:256" in bad.output
+
+
+def test_csv_cells_a_spreadsheet_would_run_are_escaped_and_numbers_kept():
+    for text in ("=cmd|' /C calc'!A0", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "'quoted", "\t3"):
+        assert escape_cell(text) == "'" + text and unescape_cell(escape_cell(text)) == text
+    for value in ("-3.5", "+2", "-1e-3", "-inf", "plain", "", "a=b", -3.5, 7, None, True):
+        assert escape_cell(value) == value and unescape_cell(escape_cell(value)) == value
+    assert escape_row([0, "=1+1", -2.0, "-2"]) == [0, "'=1+1", -2.0, "-2"]
+    assert escape_row({"label": "@x", "answer": -1.5}) == {"label": "'@x", "answer": -1.5}
+
+
+def test_run_writes_csv_with_formulas_escaped_and_negative_answers_as_numbers(tmp_path, monkeypatch):
+    np.save(tmp_path / "x.npy", np.zeros(6, dtype=np.int64))
+    args = ["run", str(tmp_path / "x.npy"), "--epsilon", "1", "--policy", "unbounded", "--seed", "0", "--format", "csv", "--output"]
+    normal = tmp_path / "normal.csv"
+    assert CliRunner().invoke(main, [*args, str(normal)]).exit_code == 0
+    with open(normal, newline="") as f:
+        text = f.read()
+    cells = list(csv.reader(io.StringIO(text, newline="")))
+    plain = io.StringIO(newline="")
+    csv.writer(plain).writerows(cells)
+    assert text == plain.getvalue()  # nothing escaped: the file csv.writer alone writes
+    assert not any(cell.startswith("'") for row in cells for cell in row)
+    answers = [float(row[2]) for row in cells[1:]]
+    assert min(answers) < 0  # zero counts plus noise: negative answers, written as numbers
+
+    labels = ["=cmd|' /C calc'!A0", "+x", "-0..-1", "@SUM(A1)", "-4", "5"]
+    monkeypatch.setattr(cli, "_query_labels", lambda workload, domain: labels)
+    escaped = tmp_path / "escaped.csv"
+    assert CliRunner().invoke(main, [*args, str(escaped)]).exit_code == 0
+    with open(escaped, newline="") as f:
+        rows = list(csv.reader(f))
+    assert [row[1] for row in rows[1:]] == ["'=cmd|' /C calc'!A0", "'+x", "'-0..-1", "'@SUM(A1)", "-4", "5"]
+    assert [row[2] for row in rows] == [row[2] for row in cells]  # the answers, negative ones too, unchanged
+    assert [row[3:] for row in rows] == [row[3:] for row in cells]

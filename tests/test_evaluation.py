@@ -265,6 +265,27 @@ def test_resume_skips_finished_cells_and_gives_the_same_table(tmp_path):
     assert len(read_rows(out / "results.csv")) == len(cells(_suite(trials=1)))
 
 
+def test_result_tables_escape_text_a_spreadsheet_would_run_and_read_it_back(tmp_path):
+    formula = "=cmd|' /C calc'!A0"
+    labels = [formula, "@SUM(A1)", "'quoted", "+hb", "plain"]
+    mechanisms = [{"name": "identity", "label": labels[0]}, {"name": "laplace", "label": labels[1]},
+                  {"name": "hb", "label": labels[2]}, {"name": "h2", "label": labels[3]}, {"name": "privelet", "label": labels[4]}]
+    suite = _suite(name="-toy", trials=1, epsilons=[0.5], policies=["unbounded"], data_seeds=1, mechanisms=mechanisms)
+    out = tmp_path / "out"
+    run_suite(suite, out)
+    with open(out / "results.csv", newline="") as f:
+        written = list(csv.DictReader(f))
+    assert [r["mechanism"] for r in written] == ["'" + formula, "'@SUM(A1)", "''quoted", "'+hb", "plain"]
+    assert {r["suite"] for r in written} == {"'-toy"}
+    assert all(float(r["epsilon"]) == 0.5 and float(r["mse"]) > 0 for r in written)  # numbers as they were
+    with open(out / "summary.csv", newline="") as f:
+        assert [r["mechanism"] for r in csv.DictReader(f)] == [r["mechanism"] for r in written]
+    rows = read_rows(out / "results.csv")
+    assert [r["mechanism"] for r in rows] == labels and {r["suite"] for r in rows} == {"-toy"}
+    seen = []
+    again = run_suite(suite, out, progress=lambda done, total: seen.append(done))
+    assert seen == [] and again == rows  # every cell found again by its key: none runs twice
+
 def test_summary_means_and_student_t_intervals():
     rows = [{"dataset": "d", "domain": "4", "scale": 10.0, "policy": "line", "theta": None, "workload": "w",
              "mechanism": "m", "epsilon": 1.0, "status": "ok", "mse": v, "scaled_l2": v / 10, "expected_mse": 2.0,

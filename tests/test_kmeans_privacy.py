@@ -25,7 +25,7 @@ from blowfish_te.kmeans import (
 from blowfish_te.policies import CliqueEdges, OffsetEdges, PairEdges, Policy
 from blowfish_te.secure import SecureRandom, sampler_name
 
-from conftest import assert_laplace_noise, policy_neighbours, worst_replayed_cost
+from conftest import assert_laplace_noise, close, policy_neighbours, worst_replayed_cost
 
 REAL_ADD_LAPLACE = noise.add_laplace
 
@@ -323,10 +323,8 @@ def test_seeded_run_draws_the_starting_centres_and_the_noise_from_one_generator(
     _replay_check(rec, result, x.reshape(-1), policy, epsilon, iterations, share, "exact", start)
     for t in range(iterations):
         size_call, sum_call = rec.calls[2 * t], rec.calls[2 * t + 1]
-        np.testing.assert_allclose(size_call["out"] - size_call["values"],
-                                   mirror.laplace(0.0, size_call["scale"], k), atol=1e-9)
-        np.testing.assert_allclose(sum_call["out"] - sum_call["values"],
-                                   mirror.laplace(0.0, sum_call["scale"], 2 * k), atol=1e-9)
+        assert close(size_call["out"] - size_call["values"], mirror.laplace(0.0, size_call["scale"], k), size_call["out"])
+        assert close(sum_call["out"] - sum_call["values"], mirror.laplace(0.0, sum_call["scale"], 2 * k), sum_call["out"])
 
 
 def test_noise_is_laplace_at_the_declared_scale(monkeypatch):

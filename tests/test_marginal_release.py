@@ -23,7 +23,7 @@ from blowfish_te.sensitivity import sensitivity
 from blowfish_te.strategies.marginals import MAX_TABLE_CELLS, UNIT_CHANGES, marginal_table, move_patterns, optimize_weights
 from blowfish_te.workloads import MarginalCounts, from_matrix
 
-from conftest import added_records, assert_laplace_noise, policy_neighbours, replayed_runs
+from conftest import added_records, assert_laplace_noise, close, policy_neighbours, replayed_runs
 
 SHAPE = (3, 2, 4)
 NOTE = "exact (sensitivity 0 under the policy: functions of the disclosed totals): marginals on attributes "
@@ -106,7 +106,7 @@ def test_the_noise_drawn_is_laplace_of_the_brute_force_sensitivity_over_epsilon(
             assert out.sensitivity == pytest.approx(delta, rel=1e-12)
             assert out.noise_scale == pytest.approx(delta / epsilon, rel=1e-12)
         # the values the noise was added to are the weighted marginals of x
-        assert np.allclose(spy.values[-1], a @ x, rtol=0, atol=1e-9)
+        assert close(spy.values[-1], a @ x)
         assert_laplace_noise(np.concatenate(spy.noise), delta / epsilon)
 
 

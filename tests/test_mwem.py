@@ -13,7 +13,7 @@ import blowfish_te.mechanisms.datadependent as dd
 from blowfish_te.mechanisms.datadependent import MWEM
 from blowfish_te.workloads import MatrixWorkload
 
-from conftest import Float32Rows, Replay, added_records
+from conftest import Float32Rows, Replay, added_records, close
 
 # fixed "noise" returned by the recorded measurements, one per round, cycled
 NOISE = (3.5, -2.25, 1.75, -4.0, 2.5, -1.5, 0.75, -3.25, 4.25, -0.5, 1.25, -2.75)
@@ -324,7 +324,7 @@ def test_privacy_loss_on_neighbours_is_at_most_epsilon(monkeypatch, total, epsil
         replay.replay()
         chooser.replay()
         second = mech.run(MatrixWorkload(matrix), y, epsilon, rng=np.random.default_rng(100 + j))
-        assert np.allclose(first, second), "the neighbour took another path"
+        assert close(second, first), "the neighbour took another path"
         steps = min(rounds, matrix.shape[0])
         assert len(chooser.done) == steps
         eps_left = epsilon if total is not None else 0.9 * epsilon

@@ -323,7 +323,7 @@ def _tree_brute(x, price: float) -> float:
 @given(st.lists(st.integers(0, 9), min_size=1, max_size=19), st.sampled_from([0.0, 0.5, 2.0, 7.0]))
 @settings(max_examples=120, deadline=None, database=None)
 def test_tree_cost_is_the_least_score_over_aligned_tilings(x, price):
-    assert tree_cost(x, price) == pytest.approx(_tree_brute(x, price), abs=1e-9)
+    assert tree_cost(x, price) == pytest.approx(_tree_brute(x, price), rel=1e-9, abs=1e-9)
 
 
 @given(st.lists(st.integers(0, 9), min_size=1, max_size=16), st.sampled_from([0.0, 0.5, 3.0]), st.data())

@@ -18,7 +18,7 @@ from blowfish_te.mechanisms import MECHANISMS
 from blowfish_te.routes import Candidate, Outcome, plan_routes, rank_key
 from blowfish_te.strategies.marginals import marginal_table
 
-from conftest import exactly
+from conftest import close, exactly
 
 
 def _mech(name, **kwargs):
@@ -49,7 +49,7 @@ def test_a_tree_of_stretch_l_runs_the_mechanism_at_epsilon_over_l(epsilon):
         assert release.stretch == tr.stretch
         x_t, totals = tr.data_and_totals(x)
         replay = _mech("identity").measure(tr.workload(w), x_t, epsilon / tr.stretch, np.random.default_rng(5))
-        assert np.allclose(release.answers, replay.answers + tr.offset(w, totals), rtol=0, atol=1e-9)
+        assert close(release.answers, replay.answers + tr.offset(w, totals))
         assert release.noise_scale == pytest.approx(release.sensitivity * tr.stretch / epsilon)
     assert {transform(policy, trees.named(policy, n)).stretch for n in ("bfs", "snake")} != {1}
 

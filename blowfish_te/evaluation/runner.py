@@ -46,6 +46,7 @@ import numpy as np
 
 from .. import datasets
 from .. import policies as pol
+from .._csv import escape_row, unescape_cell
 from .experiments import Experiment, experiment
 from .suite import Suite, SuiteError
 
@@ -240,12 +241,14 @@ def describe_failures(rows: list[dict], shown: int = 3, width: int = 120) -> str
 
 
 def read_rows(path) -> list[dict]:
-    """Rows of a ``results.csv``, with numbers parsed back (empty fields become None)."""
+    """Rows of a ``results.csv``, with numbers parsed back (empty fields become None) and text
+    as it was before it was escaped for spreadsheets."""
     numeric = {"scale", "data_seed", "theta", "queries", "epsilon", "epsilon_used", "trial", "seed", "mse",
                "scaled_l2", "expected_mse", "stretch", "objective", "objective_ratio", "runtime_s"}
     rows = []
     with open(path, newline="") as f:
-        for row in csv.DictReader(f):
+        for written in csv.DictReader(f):
+            row = {k: unescape_cell(v) for k, v in written.items()}
             for k in numeric:
                 value = row.get(k)  # tables written before a column existed lack it
                 row[k] = None if value in (None, "") else float(value)
@@ -328,7 +331,7 @@ def _run(suite: Suite, out: pathlib.Path, data_dir, jobs: int, resume: bool, pro
 
         def record(rows):
             nonlocal finished
-            writer.writerows(rows)
+            writer.writerows(map(escape_row, rows))
             f.flush()
             finished += len(rows)
             if progress:
@@ -350,7 +353,7 @@ def _run(suite: Suite, out: pathlib.Path, data_dir, jobs: int, resume: bool, pro
     with open(results, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(map(escape_row, rows))
     _write_parquet(rows, out / "results.parquet")
     write_summary(summarize(rows), out)
     _add_wall_time(out / "suite.json", time.perf_counter() - started, "scheduler" if client is not None else f"jobs={jobs}")

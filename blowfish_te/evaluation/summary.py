@@ -9,6 +9,8 @@ import pathlib
 import numpy as np
 from scipy import stats
 
+from .._csv import escape_row
+
 __all__ = ["GROUP", "MEASURES", "MIN_RUNS_FOR_CI", "VALUES", "summarize", "write_summary", "markdown_table", "pivot_table"]
 
 #: A configuration: the columns that are neither the trial, the seeds nor a measurement.
@@ -150,5 +152,5 @@ def write_summary(summary: list[dict], out_dir) -> None:
         with open(out / "summary.csv", "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(summary[0]))
             writer.writeheader()
-            writer.writerows(summary)
+            writer.writerows(map(escape_row, summary))
     (out / "summary.md").write_text(markdown_table(summary) if summary else "no results\n")

@@ -72,7 +72,10 @@ def histogram(source=None, domain=None, *, sql: str | None = None, outside: str 
     domain : an :class:`IntegerRange`, :class:`Bins` or :class:`Levels` axis, a list of them, or
         a :class:`Grid` (never read from the data).
     sql : the text of a SQL query whose result holds the records, run on ``connection`` by the
-        DuckDB or Spark engine — the only way a query is run (instead of ``source``).
+        DuckDB or Spark engine — the only way a query is run (instead of ``source``). Trusted
+        input: it runs as given, with the engine's full rights — in DuckDB, embedded here, the
+        calling process's access to files (any statement, e.g. ``COPY ... TO`` or
+        ``read_csv``); in Spark, the session's. Never build it from untrusted text.
     outside : ``"error"`` refuses numbers outside the domain; ``"clamp"`` moves them to the
         nearest cell and reports how many. Missing, invalid and unknown values are always refused.
     engine : ``"duckdb"`` (default; a GROUP BY over the binned columns, out of core), ``"spark"``
@@ -179,8 +182,9 @@ def marginal_counts(source=None, domain=None, marginals=None, *, sql: str | None
 
     ``marginals`` lists the marginals as tuples of axes of ``domain`` — axis indices or column
     names — e.g. ``plan.marginals_read()`` of a :class:`~blowfish_te.routes.Plan` that reads
-    marginals only. The other arguments are those of :func:`histogram`. Only the counts leave
-    the engine: at most Σ_S N_S rows for marginals of N_S cells.
+    marginals only. The other arguments are those of :func:`histogram`: ``sql`` too is trusted
+    input, run as given with the calling process's rights. Only the counts leave the engine: at
+    most Σ_S N_S rows for marginals of N_S cells.
     """
     source, grid, engine = _checked(source, domain, sql, outside, engine)
     subsets = _marginal_axes(marginals, grid)

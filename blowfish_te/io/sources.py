@@ -30,7 +30,10 @@ class RecordError(BlowfishError, ValueError):
 
 @dataclass(frozen=True)
 class SqlQuery:
-    """A SQL query whose result holds the records (run by DuckDB or Spark on the connection)."""
+    """A SQL query whose result holds the records (run by DuckDB or Spark on the connection).
+
+    Trusted input: the text runs as given, with the calling process's access to files; never
+    build it from untrusted text."""
 
     text: str
 
