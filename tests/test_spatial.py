@@ -205,7 +205,7 @@ def test_hilbert_order_on_small_grids_is_the_classic_curve():
 
 def test_grid_mechanisms_check_their_arguments():
     assert M.UGrid(c=0.5).c == 0.5 and M.AGrid(c=0.5).c == 0.5  # any c > 0, also below 1
-    assert M.AGrid().alpha == 0.5
+    assert M.AGrid().alpha == 0.25
     for cls in (M.UGrid, M.AGrid):
         for c in (0, -1.0):
             with pytest.raises(ValueError, match="^c must be > 0"):
@@ -331,14 +331,15 @@ def test_ugrid_takes_one_block_when_no_block_is_wanted(monkeypatch):
 def test_agrid_coarse_grid_follows_c(kwargs, coarse, monkeypatch):
     """N = 25200 (public), ε = 1 on 60 × 60 cells: m₁ = max(10, ⌊√(N ε/c)/4⌋) is ⌊50.2/4⌋ = 12
     at the default c = 10 (blocks of ⌊60/12⌋ = 5 cells a side) and max(10, ⌊35.5/4⌋) = 10 at
-    c = 20 (blocks of 6); α = 1/2 by default, both levels at Laplace(1/(ε/2))."""
+    c = 20 (blocks of 6); α = 1/4 by default: the coarse level at Laplace(1/(ε/4)), the fine one
+    at Laplace(1/(3ε/4))."""
     import blowfish_te.mechanisms.spatial as spatial
 
     x = np.full(3600, 7)
     noise = ShiftedNoise(0.0, 0.0)
     monkeypatch.setattr(spatial, "add_laplace", noise)
     out = M.AGrid(total=25200.0, select=False, **kwargs).run(wl.identity((60, 60)), x, 1.0, rng=0)
-    assert noise.draws[0] == (coarse, 2.0) and noise.draws[1][1] == 2.0
+    assert noise.draws[0] == (coarse, 4.0) and np.isclose(noise.draws[1][1], 4.0 / 3.0)
     assert np.allclose(out, x)
 
 
@@ -394,7 +395,8 @@ def test_agrid_check_reads_the_total_and_the_levels_split_what_it_leaves(monkeyp
 
 @pytest.mark.parametrize("name", ["UGrid", "AGrid"])
 def test_grid_mechanisms_buy_the_total_with_their_share(name, monkeypatch):
-    """total_share = 0.2 at ε = 2: the total at Laplace(1/0.4), the grids at the 1.6 left."""
+    """total_share = 0.2 at ε = 2: the total at Laplace(1/0.4), the grids at the 1.6 left (AGrid's
+    first draw, its coarse level, at a quarter of it)."""
     import blowfish_te.mechanisms.spatial as spatial
     import blowfish_te.selection as selection
 
@@ -404,7 +406,7 @@ def test_grid_mechanisms_buy_the_total_with_their_share(name, monkeypatch):
     mech = getattr(M, name)(total_share=0.2, select=False)
     mech.run(wl.identity((12, 12)), np.full(144, 3), 2.0, rng=0)
     assert _draws_match(total.draws, [(1, 1 / 0.4)])
-    eps_grid = 1.6 * (0.5 if name == "AGrid" else 1.0)
+    eps_grid = 1.6 * (0.25 if name == "AGrid" else 1.0)  # AGrid: its coarse level, α = 1/4
     assert np.isclose(grids.draws[0][1], 1 / eps_grid)
 
 

@@ -171,6 +171,11 @@ class AGrid(_GridMechanism):
     at (1-α)ε. Per coarse block the two levels are combined by inverse-variance weighting and the
     fine blocks absorb the difference equally (constrained inference), then spread evenly.
 
+    α = 1/4 by default, where Qardaji et al. and DPComp use 1/2: the coarse totals only have to
+    say roughly where the records are, and the fine totals carry the answers. On DPBench's 2000
+    rectangles over 128² (seven shapes, 10⁴–10⁷ records, ε ∈ {0.01, 0.1}, 8–10 seeds) α = 1/4 had
+    the lower error in 41 of 48 cells: 0.69–1.15 times α = 1/2's, 0.89 at the median.
+
     With ``select`` (the default) a private check first (:meth:`_checked_blocks`: DAWA's cost of
     the data along the Hilbert curve for a share σ of ε, and AGrid's fitted error model) falls
     back to the plain release — ``auto``'s choice for the workload — where the grid is predicted
@@ -184,7 +189,7 @@ class AGrid(_GridMechanism):
 
     name = "agrid"
 
-    def __init__(self, c: float = 10.0, alpha: float = 0.5, total: float | None = None, total_share: float = 0.02,
+    def __init__(self, c: float = 10.0, alpha: float = 0.25, total: float | None = None, total_share: float = 0.02,
                  select: bool = True):
         super().__init__(c=c, total=total, total_share=total_share, select=select)
         self.alpha = check_real(alpha, "alpha", 0, exclusive=True)
