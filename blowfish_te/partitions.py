@@ -26,6 +26,7 @@ __all__ = [
     "median_deviations",
     "dawa_partition",
     "tree_cost",
+    "tree_costs",
     "noise_free_partition",
     "price_factor",
     "best_interval_partition",
@@ -197,21 +198,27 @@ def tree_cost(x, price: float, guard: float = 0.0) -> float:
     changes, and dev moves by at most 1), so their minimum does too. A move of one record (a
     removal plus an addition) moves it by at most 2.
     """
-    x = _ordered_counts(x)
     price = check_real(price, "price", minimum=0) + check_real(guard, "guard", minimum=0)
+    return float(tree_costs(x, [price])[0])
+
+
+def tree_costs(x, prices) -> np.ndarray:
+    """:func:`tree_cost` at every price of ``prices`` (≥ 0) in one pass: the blocks' deviations,
+    the costly part, are computed once per level for all prices."""
+    x = _ordered_counts(x)
+    prices = check_real_array(prices, "prices", ndim=1, minimum=0)
     k = x.size
     sums = RangeSmallestSums(x)
-    best = np.full(k, price, dtype=np.float64)  # single cells: dev 0
+    best = np.repeat(prices[:, None], k, axis=1)  # single cells: dev 0
     length = 1
     while length < k:
         length *= 2
         lo = np.arange(0, k, length)
-        hi = np.minimum(lo + length, k)
-        whole = _deviations(x, sums, lo, hi) + price
-        pairs = np.zeros(lo.size)
-        np.add.at(pairs, np.arange(best.size) // 2, best)  # the two halves' best tilings
-        best = np.minimum(whole, pairs)
-    return float(best[0])
+        whole = _deviations(x, sums, lo, np.minimum(lo + length, k))[None, :] + prices[:, None]
+        if best.shape[1] % 2:  # the last block of the level has one half only
+            best = np.concatenate([best, np.zeros((prices.size, 1))], axis=1)
+        best = np.minimum(whole, best[:, 0::2] + best[:, 1::2])  # or the two halves' best tilings
+    return best[:, 0]
 
 
 class _DawaPieces:

@@ -35,7 +35,7 @@ import numpy as np
 
 from ._validation import check_epsilon, check_int, check_real
 from .noise import add_laplace
-from .partitions import BUCKET_GUARD, tree_cost
+from .partitions import BUCKET_GUARD, tree_costs
 
 __all__ = ["Features", "Decision", "ErrorModel", "measure", "decide", "error_model", "total_share", "cost_share",
            "MODEL_SPLIT", "COST_FLOOR", "WORKLOAD_CLASSES"]
@@ -104,7 +104,7 @@ def measure(x, epsilon: float, gen, *, total: float | None = None, record_moves:
     """Noisy features of histogram ``x`` (1-D, or a grid laid out along a curve) for a release at
     ``epsilon``, drawn from ``gen``: the record total (``total`` when public, else Laplace at
     ``total_budget``, by default :func:`total_share` of ε) and, with ``cost``,
-    :func:`~blowfish_te.partitions.tree_cost` at DAWA's price 1/ε₂, ε₂ = (1 - :data:`MODEL_SPLIT`)·ε,
+    :func:`~blowfish_te.partitions.tree_costs` at DAWA's price 1/ε₂, ε₂ = (1 - :data:`MODEL_SPLIT`)·ε,
     without and with DAWA's guard on every block (BUCKET_GUARD·2/ε₁, ε₁ = MODEL_SPLIT·ε), each with
     Laplace at :func:`cost_share` of ε.
 
@@ -129,7 +129,7 @@ def measure(x, epsilon: float, gen, *, total: float | None = None, record_moves:
         return features
     budget = cost_share(k, record_moves) * epsilon
     price, guard = 1.0 / ((1 - MODEL_SPLIT) * epsilon), BUCKET_GUARD * 2.0 / (MODEL_SPLIT * epsilon)
-    values = np.array([tree_cost(x, price), tree_cost(x, price, guard)])
+    values = tree_costs(x, [price, price + guard])
     # each cost has sensitivity record_moves: the pair's L1 sensitivity is twice that, at twice the budget
     noisy = add_laplace(values, record_moves / budget, gen, sensitivity=2.0 * record_moves, integer=False) / (k / epsilon)
     return replace(features, cost=float(noisy[0]), guarded_cost=float(noisy[1]), spent=features.spent + 2 * budget)

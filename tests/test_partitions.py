@@ -25,6 +25,7 @@ from blowfish_te.partitions import (
     noise_free_partition,
     price_factor,
     tree_cost,
+    tree_costs,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -344,6 +345,26 @@ def test_tree_cost_known_values_and_arguments():
         tree_cost([1, 2], -1.0)
     with pytest.raises(ValueError, match="non-empty 1-D histogram"):
         tree_cost(np.zeros((2, 2), dtype=int), 1.0)
+
+
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=21), st.lists(st.sampled_from([0.0, 0.5, 2.0, 7.0, 30.0]),
+                                                                  min_size=1, max_size=4))
+@settings(max_examples=120, deadline=None, database=None)
+def test_tree_costs_is_tree_cost_at_every_price(x, prices):
+    """One pass over the levels for several prices gives, price by price, the least score over
+    aligned tilings (the brute force), in the order given."""
+    together = tree_costs(x, prices)
+    assert together.shape == (len(prices),)
+    for price, cost in zip(prices, together):
+        assert cost == pytest.approx(_tree_brute(x, price), rel=1e-9, abs=1e-9)
+
+
+def test_tree_costs_arguments():
+    assert tree_costs([0, 8, 0, 0, 5], [1.0, 10.0]).tolist() == [tree_cost([0, 8, 0, 0, 5], 1.0), tree_cost([0, 8, 0, 0, 5], 10.0)]
+    with pytest.raises(ValueError, match="prices must hold numbers >= 0"):
+        tree_costs([1, 2], [1.0, -1.0])
+    with pytest.raises(ValueError, match="prices must be a 1-D array"):
+        tree_costs([1, 2], 1.0)
 
 
 def test_price_factor():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from blowfish_te import selection
-from blowfish_te.partitions import BUCKET_GUARD, tree_cost
+from blowfish_te.partitions import BUCKET_GUARD, tree_cost, tree_costs
 from blowfish_te.secure import SecureRandom
 from blowfish_te.selection import (
     COST_FLOOR,
@@ -89,12 +89,12 @@ def test_measure_is_seeded_and_its_noise_has_the_stated_scale(monkeypatch):
     assert measure(x, eps, np.random.default_rng(5)) == first
     known = {}  # the costs are deterministic: computed once, so the draws are all this test pays for
 
-    def once(values, price, guard=0.0):
-        if (price, guard) not in known:
-            known[price, guard] = tree_cost(values, price, guard)
-        return known[price, guard]
+    def once(values, prices):
+        if tuple(prices) not in known:
+            known[tuple(prices)] = tree_costs(values, prices)
+        return known[tuple(prices)]
 
-    monkeypatch.setattr(selection, "tree_cost", once)
+    monkeypatch.setattr(selection, "tree_costs", once)
     # the cost features: each spreads as Laplace(1/(share·ε)) in units of K/ε (a Laplace sample's
     # standard deviation has relative standard error √(5/4n))
     drawn = [measure(x, eps, np.random.default_rng(s)) for s in range(n)]
