@@ -44,7 +44,7 @@ import blowfish_te as bt
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te.mechanisms.plain import STAGE_TWO, best_linear, lowest_error
+from blowfish_te.mechanisms.plain import STAGE_TWO, best_linear, lowest_error, workload_class
 from blowfish_te.partitions import noise_free_partition, price_factor
 from blowfish_te.workloads import BucketWorkload
 
@@ -98,15 +98,17 @@ def release(name: str, w, x, eps: float, gen, domain) -> np.ndarray:
 
 
 def partition_branch(name: str, w, x, eps: float, gen, domain) -> np.ndarray:
-    """The mechanism's data-dependent branch without its check, at the whole ε."""
+    """The mechanism's data-dependent branch without its check, at the whole ε, its buckets
+    priced by N·ε/K as the checked release prices them (histogram-like workloads only)."""
+    scale = x.sum() * eps / x.size if workload_class(w) == "cells" else None
     if name == "dawa":
         mech = M.DAWA()
         ratio = mech.split(w)[0]
-        return mech.partitioned(w, x, ratio * eps, (1 - ratio) * eps, gen, scale=x.sum() * eps / x.size)
+        return mech.partitioned(w, x, ratio * eps, (1 - ratio) * eps, gen, scale=scale)
     if name == "partition_then_transform":
         mech, policy = M.PartitionThenTransform(), policies.unbounded(domain)
         split = mech.split(w, policy)
-        out = mech.partitioned(w, x, policy, eps, split * eps, gen, "", scale=x.sum() * eps / x.size)
+        out = mech.partitioned(w, x, policy, eps, split * eps, gen, "", scale=scale)
         return np.asarray(out.answers)
     return np.asarray(type(M.get_mechanism(name))(select=False).run(w, x, eps, gen))
 

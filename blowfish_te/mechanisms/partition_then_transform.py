@@ -116,8 +116,7 @@ class PartitionThenTransform(NativeMechanism):
 
     def smooths(self, workload: Workload) -> bool:
         """Whether the plain release may have its cells smoothed: only for histogram-like workloads
-        (a hierarchy gains less than :data:`~blowfish_te.mechanisms.datadependent.SELECTION_GAIN`
-        times over Identity on them), whose error is the cells' error that smoothing minimises; a
+        (:func:`~blowfish_te.mechanisms.plain.workload_class` ``"cells"``), whose error is the cells' error that smoothing minimises; a
         prefix or range sums the smoothing's bias over every cell it covers (measured: prefixes
         under ``threshold:4`` at 10⁷ records, 200 times Identity's error when smoothed)."""
         return workload_class(workload, self._gain(workload)) == "cells"
