@@ -337,7 +337,7 @@ def stretch(policy: Policy, tree: Policy, rooted: RootedForest | None = None, hi
     """Exact stretch of ``policy`` in the forest ``tree``: depths plus LCA by a range-minimum table
     over the DFS preorder, O(K log K + |E|). ``rooted`` may pass ``RootedForest(tree)`` if built.
 
-    With ``histogram=False`` only ``maximum`` and ``disconnected`` (0 or not) are computed, and clique
+    With ``histogram=False`` only ``maximum`` and ``disconnected`` are computed, and clique
     blocks cost O(clique size) by a double sweep instead of one distance per pair.
     """
     if not isinstance(policy, Policy) or not isinstance(tree, Policy):
