@@ -4,11 +4,14 @@ strategies shipped for the standard workloads."""
 from __future__ import annotations
 
 import sys
+import tempfile
+import types
 
 import numpy as np
 import pytest
 
 import blowfish_te.strategies.pidentity as pidentity
+import blowfish_te.strategies.store as store_module
 from blowfish_te import policies, trees, workloads
 from blowfish_te.mechanisms import Auto, Optimized
 from blowfish_te.strategies import IdentityStrategy, PIdentityStrategy, StrategyStore
@@ -221,3 +224,92 @@ def test_auto_weighs_the_shipped_strategy_within_any_budget(name):
     pairs, note = auto.choices(w)
     assert any(m.name == "optimized" for m, _ in pairs), note
     assert auto.expected_error(w, 1.0) <= 1.01 * optimized.expected_error(w, 1.0)
+
+
+# -- exact paths, refusals and writes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["", "  ", "off", " Off ", "none", "NONE", "0"])
+def test_the_cache_directory_is_turned_off_by_any_of_its_words(monkeypatch, value):
+    monkeypatch.setenv("BLOWFISH_TE_CACHE_DIR", value)
+    assert cache_directory() is None
+
+
+def test_the_cache_directory_of_each_platform(monkeypatch, tmp_path):
+    monkeypatch.delenv("BLOWFISH_TE_CACHE_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("USERPROFILE", str(tmp_path / "home"))  # Path.home() on Windows
+    monkeypatch.setenv("BLOWFISH_TE_CACHE_DIR", "~/strategies")
+    assert cache_directory() == tmp_path / "home" / "strategies"
+    monkeypatch.delenv("BLOWFISH_TE_CACHE_DIR")
+    home = tmp_path / "home"
+    for platform, variable, fallback in [("win32", "LOCALAPPDATA", home / "AppData" / "Local"),
+                                         ("darwin", None, home / "Library" / "Caches"),
+                                         ("linux", "XDG_CACHE_HOME", home / ".cache")]:
+        monkeypatch.setattr(store_module, "sys", types.SimpleNamespace(platform=platform))
+        for name in ("LOCALAPPDATA", "XDG_CACHE_HOME"):
+            monkeypatch.delenv(name, raising=False)
+        assert cache_directory() == fallback / "blowfish_te" / "strategies", platform
+        if variable is not None:
+            monkeypatch.setenv(variable, str(tmp_path / "set"))
+            assert cache_directory() == tmp_path / "set" / "blowfish_te" / "strategies", platform
+    monkeypatch.setattr(store_module, "sys", types.SimpleNamespace(platform="darwin"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "set"))  # read on Linux only
+    assert cache_directory() == home / "Library" / "Caches" / "blowfish_te" / "strategies"
+
+
+def test_what_cannot_be_stored_or_read_is_refused_by_name():
+    with pytest.raises(TypeError) as info:
+        store_module.to_arrays(object())
+    assert str(info.value) == "cannot store a strategy of type object"
+    with pytest.raises(ValueError) as info:
+        store_module.from_arrays({"kind": np.array("wavelet")}, (4,))
+    assert str(info.value) == "unknown stored strategy kind 'wavelet'"
+
+
+@pytest.mark.parametrize("theta", [np.full((1, 4), True), np.full((1, 4), "0.5"), np.full((1, 4), 0.5 + 0j)], ids=["bool", "str", "complex"])
+def test_a_stored_theta_not_of_real_numbers_is_ignored(tmp_path, theta):
+    store = StrategyStore(tmp_path, shipped=False)
+    np.savez(tmp_path / "p.npz", kind=np.array("p-identity"), theta=theta)
+    np.savez(tmp_path / "k.npz", kind=np.array("kronecker"), theta_0=theta[:, :2], theta_1=theta[:, :2])
+    assert store.load("p", (4,)) is None and store.load("k", (2, 2)) is None
+    np.savez(tmp_path / "i.npz", kind=np.array("p-identity"), theta=np.ones((1, 4), dtype=np.int32))  # integers are numbers
+    assert store.load("i", (4,)).theta.dtype == np.float64
+
+
+def test_the_shipped_files_come_first_and_a_file_that_fails_is_passed_over(monkeypatch, tmp_path):
+    shipped, own = tmp_path / "shipped", tmp_path / "own"
+    shipped.mkdir()
+    monkeypatch.setattr(store_module, "shipped_directory", lambda: shipped)
+    store = StrategyStore(own)
+    store.save("k", PIdentityStrategy(np.full((1, 4), 0.5), (4,)))
+    assert np.array_equal(store.load("k", (4,)).theta, np.full((1, 4), 0.5))  # no shipped file: the cache's
+    StrategyStore(shipped).save("k", PIdentityStrategy(np.full((1, 4), 0.25), (4,)))
+    assert np.array_equal(store.load("k", (4,)).theta, np.full((1, 4), 0.25))  # the shipped one first
+    assert StrategyStore(own, shipped=False).load("k", (4,)).theta[0, 0] == 0.5
+    (shipped / "k.npz").write_bytes(b"damaged")
+    assert np.array_equal(store.load("k", (4,)).theta, np.full((1, 4), 0.5))  # then the cache's
+    StrategyStore(shipped).save("k", PIdentityStrategy(np.full((1, 5), 0.25), (5,)))
+    assert np.array_equal(store.load("k", (4,)).theta, np.full((1, 4), 0.5))  # a shipped file of another domain too
+
+
+def test_a_save_makes_missing_folders_and_writes_through_a_tmp_file_beside_the_entry(monkeypatch, tmp_path):
+    seen = []
+    write = np.savez_compressed
+
+    def watching(out, **arrays):
+        seen.extend(sorted(p.name for p in folder.iterdir()))
+        write(out, **arrays)
+
+    folder = tmp_path / "a" / "b"
+    monkeypatch.setattr(np, "savez_compressed", watching)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no such folder"))  # never the system's temporary folder
+    StrategyStore(folder, shipped=False).save("k", IdentityStrategy((3,)))
+    assert len(seen) == 1 and seen[0].startswith("tmp") and seen[0].endswith(".tmp")
+    assert sorted(p.name for p in folder.iterdir()) == ["k.npz"]
+
+
+def test_a_save_that_cannot_replace_the_entry_leaves_nothing(tmp_path):
+    (tmp_path / "k.npz").mkdir()  # a folder in the way: the rename fails
+    StrategyStore(tmp_path, shipped=False).save("k", IdentityStrategy((3,)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.npz"] and (tmp_path / "k.npz").is_dir()

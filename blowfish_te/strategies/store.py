@@ -17,8 +17,9 @@ built by ``blowfish-te strategies --out <package>/data/strategies``) and the use
 Privacy does not rest on a stored file: a p-Identity strategy has columns of L1 norm 1 whatever
 its Θ >= 0, and every policy sensitivity is computed from the strategy actually loaded and the
 policy's edges. A damaged or foreign file is ignored and the strategy recomputed (and rewritten),
-and so is one that makes no usable strategy: Θ negative, not finite, of the wrong shape, or with a
-column scale 1 + Σ_i θ_iu beyond S = :data:`~blowfish_te.strategies.pidentity.MAX_COLUMN_SCALE`
+and so is one that makes no usable strategy: Θ not of real numbers (bool, str, complex), negative,
+not finite, of the wrong shape, or with a column scale 1 + Σ_i θ_iu beyond
+S = :data:`~blowfish_te.strategies.pidentity.MAX_COLUMN_SCALE`
 (a Θ of 10¹⁵⁰ would overflow its least squares). Within that bound the entries of I + ΘΘᵀ stay
 below 1 + K·S², far from overflow; a Cholesky factor that fails (LinAlgError, a ValueError) counts
 as damage too.
@@ -95,10 +96,9 @@ def from_arrays(arrays, domain: tuple[int, ...]):
     if kind == "identity":
         return IdentityStrategy(domain)
     if kind == "p-identity":
-        return PIdentityStrategy(np.asarray(arrays["theta"], dtype=np.float64), domain)
+        return PIdentityStrategy(arrays["theta"], domain)  # refuses a Θ not of real numbers (bool, str, complex)
     if kind == "kronecker":
-        factors = [PIdentityStrategy(np.asarray(arrays[f"theta_{i}"], dtype=np.float64), (k,))
-                   for i, k in enumerate(domain)]
+        factors = [PIdentityStrategy(arrays[f"theta_{i}"], (k,)) for i, k in enumerate(domain)]
         return KroneckerStrategy(factors)
     raise ValueError(f"unknown stored strategy kind {kind!r}")
 
