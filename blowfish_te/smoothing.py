@@ -83,7 +83,7 @@ class CellNoise:
 
 def segment(y, noise: CellNoise) -> np.ndarray:
     """Bucket labels (0..D-1, consecutive cells) of the segmentation of the noisy counts ``y``
-    described in the module docstring."""
+    described in the module docstring (of equally penalised tilings, the first found along the path of prices)."""
     y = check_real_array(y, "y", ndim=1)
     k = y.size
     if not isinstance(noise, CellNoise) or noise.size != k:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blowfish_te.smoothing import CellNoise, segment, smooth
+from blowfish_te.smoothing import CellNoise, _bucket_risks, segment, smooth
 
 # -- noise models ------------------------------------------------------------------------------------
 
@@ -134,3 +134,82 @@ def test_smooth_never_merges_a_dense_uneven_histogram_much():
     x = gen.integers(0, 60, k) * 10
     errors = [np.mean((smooth(x + gen.laplace(0, 1, k), CellNoise("independent", 2.0, k))[0] - x) ** 2) for _ in range(10)]
     assert np.mean(errors) < 1.1 * 2 / eps**2
+
+
+# -- exact risks, refusals and edge cases ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["independent", "path"])
+def test_bucket_risks_are_the_docstring_formula_for_every_dyadic_bucket(kind):
+    """Every bucket [a, a + n), n = 1, 2, 4, 8, against the dense covariance (a zero and negative counts included)."""
+    y = np.array([0.0, 3.0, -1.5, 7.0, 2.0, 0.0, 4.5, 1.0, 6.0, -2.0])
+    noise = CellNoise(kind, 1.5, y.size)
+    cov = _covariance(noise)
+    risks = _bucket_risks(y, noise)
+    assert sorted(risks) == [1, 2, 4, 8]
+    for n, values in risks.items():
+        assert values.size == y.size - n + 1
+        for a, value in enumerate(values):
+            part, block = y[a : a + n], cov[a : a + n, a : a + n]
+            expected = ((part - part.mean()) ** 2).sum() - 0.8 * (np.trace(block) - block.sum() / n) + block.sum() / n
+            assert value == pytest.approx(expected, rel=1e-12, abs=1e-12), (n, a)
+
+
+def test_one_path_cell_carries_no_noise():
+    """A domain of one cell under the line transform: its count is the public total."""
+    noise = CellNoise("path", 2.0, 1)
+    assert np.array_equal(noise.cell_variances(), [0.0])
+    assert np.array_equal(noise.sum_variances(np.array([0]), np.array([1])), [0.0])
+    assert np.array_equal(segment(np.array([5.0]), noise), [0])
+    assert np.array_equal(CellNoise("independent", 2.0, 1).cell_variances(), [2.0])
+
+
+def test_noise_and_counts_are_refused_by_name():
+    def refusal(call, exc=ValueError):
+        with pytest.raises(exc) as info:
+            call()
+        return str(info.value)
+
+    assert refusal(lambda: CellNoise("independent", -1.0, 4)) == "variance must be >= 0, got -1.0"
+    assert refusal(lambda: CellNoise("independent", "a", 4), TypeError) == "variance must be a real number, got 'a' (str)"
+    assert refusal(lambda: CellNoise("independent", 1.0, 0)) == "size must be an integer >= 1, got 0"
+    assert refusal(lambda: CellNoise("independent", 1.0, 2.0), TypeError) == "size must be an integer, got 2.0 (float)"
+    assert refusal(lambda: CellNoise("laplace", 1.0, 4)) == "kind must be 'independent' or 'path', got 'laplace'"
+    four = CellNoise("independent", 1.0, 4)
+    for call in (segment, smooth):
+        assert refusal(lambda c=call: c(np.zeros((2, 2)), four)) == "y must be a 1-D array, got shape (2, 2)"
+        assert refusal(lambda c=call: c(["a"], CellNoise("independent", 1.0, 1)), TypeError) == "y must hold real numbers, got an array of dtype <U1"
+        assert refusal(lambda c=call: c(np.zeros(3), four)) == "noise must be a CellNoise for 3 cells"
+        assert refusal(lambda c=call: c(np.zeros(3), "independent")) == "noise must be a CellNoise for 3 cells"
+
+
+def test_the_largest_domain_is_smoothed_and_one_more_cell_refused():
+    """Noise of variance 0 leaves every cell its own bucket (the largest domain at no cost)."""
+    k = 2**16
+    labels = segment(np.zeros(k), CellNoise("independent", 0.0, k))
+    assert labels.dtype == np.int64 and np.array_equal(labels, np.arange(k))
+    with pytest.raises(ValueError) as info:
+        segment(np.zeros(k + 1), CellNoise("independent", 0.0, k + 1))
+    assert str(info.value) == "smoothing handles up to 65536 cells, got 65537"
+    assert np.array_equal(segment(np.array([3.0, 3.0, 3.0, 3.0]), CellNoise("path", 0.0, 4)), [0, 1, 2, 3])
+
+
+def test_ties_between_tilings_go_to_the_first_found_along_the_path():
+    """y = 1 0 1 1 0 0 0 with unit variance: [0, 4) [4, 5) [5, 7) and [0, 4) [4, 6) [6, 7) have the
+    same penalised risk (the buckets {0} and {0, 0} swap places); the lower price's tiling, found
+    first, is kept."""
+    y = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    noise = CellNoise("independent", 1.0, 7)
+    kept, other = np.array([0, 0, 0, 0, 1, 2, 2]), np.array([0, 0, 0, 0, 1, 1, 2])
+    penalty = 3 * (1 + 2 * math.log(7 / 3))
+    assert _risk(y, noise, kept) + penalty == pytest.approx(_risk(y, noise, other) + penalty)
+    assert np.array_equal(segment(y, noise), kept)
+
+
+def test_smooth_is_the_bucket_means_clipped_at_zero():
+    y = np.array([0.3, 0.5, 0.2, 0.4, 9.0, 9.5, -3.0, -2.5])
+    for kind in ("independent", "path"):
+        estimate, labels = smooth(y, CellNoise(kind, 1.0, 8))
+        assert np.array_equal(labels, [0, 0, 0, 0, 1, 1, 2, 2]), kind
+        assert estimate == pytest.approx([0.35] * 4 + [9.25] * 2 + [0.0] * 2, abs=1e-12)
+        assert (estimate[6:] == 0.0).all()
