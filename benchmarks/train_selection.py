@@ -45,7 +45,7 @@ from blowfish_te.mechanisms.datadependent import SMOOTHING_COST
 from blowfish_te.mechanisms.partition_then_transform import plain_release
 from blowfish_te.mechanisms.plain import best_linear, best_plan_under
 from blowfish_te.mechanisms.spatial import hilbert_order
-from blowfish_te.partitions import BUCKET_GUARD, tree_cost
+from blowfish_te.partitions import BUCKET_GUARD, tree_costs
 from blowfish_te.selection import MODEL_SPLIT, ErrorModel, Features, cost_share, total_share
 
 K_1D = 4096
@@ -144,8 +144,8 @@ def measure_cell(job) -> list[dict]:
     order = np.arange(flat.size) if ndim == 1 else hilbert_order(SHAPE_2D)
     k = flat.size
     price, guard = 1.0 / ((1 - MODEL_SPLIT) * eps), BUCKET_GUARD * 2.0 / (MODEL_SPLIT * eps)
-    features = dict(scale=float(flat.sum()) * eps / k, cost=tree_cost(flat[order], price) / (k / eps),
-                    guarded_cost=tree_cost(flat[order], price, guard) / (k / eps))
+    cost, guarded = tree_costs(flat[order], [price, price + guard]) / (k / eps)
+    features = dict(scale=float(flat.sum()) * eps / k, cost=float(cost), guarded_cost=float(guarded))
     rows = []
     for name, dim, kind in keys:
         if dim != ndim:
