@@ -348,21 +348,17 @@ def _best_tiling(scores: dict[int, np.ndarray], prefix: np.ndarray | None = None
     first = prefix.tolist() if prefix is not None else [math.inf] * k
     best = [0.0] * (k + 1)  # best[end]: cells 0..end-1 covered
     choice = [1] * (k + 1)  # the length of the last piece; 0: the prefix piece [0, end)
-    pieces = list(zip(lengths, columns))
-    fitting = pieces[:0]  # the lengths that fit in [0, end), ascending (plain lists: this loop runs K·log K times)
     for end in range(1, k + 1):
-        if len(fitting) < len(pieces) and pieces[len(fitting)][0] <= end:
-            fitting = pieces[: len(fitting) + 1]
         value, pick = math.inf, 1
-        for n, column in fitting:
+        for n, column in zip(lengths, columns):
+            if n > end:
+                break
             candidate = best[end - n] + column[end - n]
             if candidate <= value:  # ascending lengths: ties go to the longer
-                value = candidate
-                pick = n
+                value, pick = candidate, n
         if first[end - 1] < value:
             value, pick = first[end - 1], 0
-        best[end] = value
-        choice[end] = pick
+        best[end], choice[end] = value, pick
     tiling, end, value = [], k, best[k]
     if suffix is not None:
         totals = np.asarray(best[:k]) + suffix
