@@ -45,7 +45,8 @@ from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms.plain import STAGE_TWO, best_linear, lowest_error, workload_class
-from blowfish_te.partitions import noise_free_partition, price_factor
+from blowfish_te.mechanisms.privtree import box_labels, leaf_order, privtree_leaves
+from blowfish_te.partitions import dawa_partition, noise_free_partition, price_factor
 from blowfish_te.workloads import BucketWorkload
 
 K_1D = 4096
@@ -127,7 +128,9 @@ def decision_of(name: str, w, x, eps: float, gen) -> str | None:
 
 def partition_quality(w, x, eps: float, seeds: int, cell) -> dict:
     """DAWA's drawn partitions against the noise-free one at the same price: error = bias +
-    the release's noise over the buckets (the stage-two strategy's analytic error)."""
+    the release's noise over the buckets (the stage-two strategy's analytic error). The
+    noise-free reference is DAWA's optimum over intervals of its layout; the drawn partitions are
+    the ones the release draws (intervals, or on a grid the deviation quadtree)."""
     mech = M.DAWA()
     ratio, penalty = mech.split(w)
     eps1, eps2 = ratio * eps, (1 - ratio) * eps
@@ -136,18 +139,27 @@ def partition_quality(w, x, eps: float, seeds: int, cell) -> dict:
     max_length = None if factor == 1 else x.size
     truth = np.asarray(w.matvec(x), dtype=np.float64)
 
-    def error(labels_in_order) -> float:
-        labels = np.empty(x.size, dtype=np.int64)
-        labels[cells_order] = labels_in_order
+    def error(labels) -> float:
         reduced = BucketWorkload(w, labels)
         bias = np.asarray(reduced.matvec(np.bincount(labels, weights=x))) - truth
         return (float(bias @ bias) + lowest_error(reduced, STAGE_TWO).expected_error(reduced, eps2)) / w.num_queries
 
+    def in_grid_order(labels_in_order) -> np.ndarray:
+        labels = np.empty(x.size, dtype=np.int64)
+        labels[cells_order] = labels_in_order
+        return labels
+
+    def drawn_labels(seed) -> np.ndarray:
+        gen = np.random.default_rng(seed)
+        if mech.partition_kind(w.domain) == "tree":
+            shape = tuple(w.domain)
+            lo, hi = privtree_leaves(x.reshape(shape), eps1, gen, score="deviation")
+            return leaf_order(shape, box_labels(shape, lo, hi))
+        return in_grid_order(dawa_partition(ordered, eps1, eps2, gen, penalty=penalty * factor, max_length=max_length))
+
     ordered = x[cells_order]
-    star = error(noise_free_partition(ordered, eps2, penalty=penalty * factor, max_length=max_length))
-    from blowfish_te.partitions import dawa_partition
-    drawn = [error(dawa_partition(ordered, eps1, eps2, seed_of(cell, t), penalty=penalty * factor, max_length=max_length))
-             for t in range(seeds)]
+    star = error(in_grid_order(noise_free_partition(ordered, eps2, penalty=penalty * factor, max_length=max_length)))
+    drawn = [error(drawn_labels(seed_of(cell, t))) for t in range(seeds)]
     return dict(noise_free=star, drawn=float(np.mean(drawn)))
 
 

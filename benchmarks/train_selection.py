@@ -2,8 +2,8 @@
 
 Run: ``python benchmarks/train_selection.py --data-dir ../shared/datasets/dpbench [--holdout-dir DIR]
 [--seeds 5] [--workers 2] [--write]`` (or set $BLOWFISH_TE_DATA). ``--write`` rewrites
-``blowfish_te/_selection_models.py`` with the fitted coefficients (with ``--only NAMES``, those
-mechanisms' models; the others are kept); ``--holdout-dir`` adds shapes
+``blowfish_te/_selection_models.py`` with the fitted coefficients (with ``--only NAMES`` and
+``--ndim D``, those mechanisms' models of that dimension; the others are kept); ``--holdout-dir`` adds shapes
 (``.npy`` histograms: 1-D of 4096 cells, 2-D of 256²) that are only scored, never fitted.
 
 For every shape, scale (DPBench's generator, ``datasets.dpbench_sample``, seed 0) and ε, and for
@@ -252,6 +252,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", default=None, help="comma list of mechanism names")
+    parser.add_argument("--ndim", type=int, choices=(1, 2), default=None, help="only the models of this dimension")
     parser.add_argument("--write", action="store_true", help="rewrite blowfish_te/_selection_models.py")
     parser.add_argument("--save-rows", default=None, help="keep the measured cells in this JSON file")
     parser.add_argument("--rows", default=None, help="refit from cells saved by --save-rows (nothing measured)")
@@ -260,7 +261,7 @@ def main() -> None:
     recorder = Recorder(args.json)
     if args.data_dir is None and args.rows is None:
         raise SystemExit("give --data-dir (the DPBench folder with 1D/ and 2D/) or set $BLOWFISH_TE_DATA, or --rows")
-    keys = [k for k in KEYS if args.only is None or k[0] in args.only.split(",")]
+    keys = [k for k in KEYS if (args.only is None or k[0] in args.only.split(",")) and args.ndim in (None, k[1])]
     if args.quick:  # one shape per dimension, a few cells: the pipeline, not the fit
         keys, args.seeds = [k for k in keys if k[0] in ("dawa", "agrid")], 1
     if args.rows is not None:

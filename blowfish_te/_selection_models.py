@@ -12,14 +12,15 @@ SCALE_RANGES: dict[int, tuple[float, float]] = {1: (-1.5, 2.39), 2: (-1.5, 1.79)
 EXCESS_MAX = 1.3
 #: Fitted over noisy copies of the cells that ``python benchmarks/train_selection.py --data-dir
 #: ../shared/datasets/dpbench --seeds 5 --save-rows rows.json`` measures (``--rows rows.json --write``);
-#: AGrid's with ``--only agrid --seeds 20`` (its error varies up to 3-fold from seed to seed).
+#: AGrid's with ``--only agrid --seeds 20`` (its error varies up to 3-fold from seed to seed),
+#: DAWA's 2-D models (its deviation quadtree) with ``--only dawa --ndim 2 --seeds 10``.
 COEFFICIENTS: dict[tuple[str, int, str], tuple[float, ...]] = {
     ('agrid', 2, 'cells'): (-0.6675, 0.0982, 0.0163, -0.1922, 0.0092, -0.3152, 0.7779, -0.2113),
     ('agrid', 2, 'ranges'): (0.0038, 0.2291, 0.63, -0.1687, 0.1866, 0.1164, 0.2139, -0.0919),
     ('dawa', 1, 'cells'): (-0.3148, 0.3463, -0.9042, 0.205, -0.0112, -0.3152, -0.1812, 0.0835),
     ('dawa', 1, 'ranges'): (-0.4403, 0.1703, -0.127, 0.0353, 0.0047, -0.1185, 0.2076, 0.0392),
-    ('dawa', 2, 'cells'): (-0.6575, 0.2033, -1.799, 0.1469, -0.0441, -0.6684, 0.2097, 0.0179),
-    ('dawa', 2, 'ranges'): (0.7938, -0.2279, 0.9418, -0.2019, -0.1031, 0.0392, 0.6232, -0.0267),
+    ('dawa', 2, 'cells'): (0.451, 0.1567, -0.1043, 0.0627, -0.0642, -0.093, 0.2622, 0.0204),
+    ('dawa', 2, 'ranges'): (0.6972, -0.1048, 1.5568, 0.0159, -0.1465, 0.242, 0.6362, 0.2039),
     ('partition_then_transform', 1, 'cells'): (0.4366, -1.2735, 1.9774, -1.4847, 0.37, 1.6938, 0.5798, 0.5702),
     ('privtree', 1, 'cells'): (-0.6065, 2.5022, 2.813, 0.5483, -1.1353, -1.3305, 1.482, 2.1997),
     ('privtree', 1, 'ranges'): (0.4279, 0.3414, 0.2669, 0.1668, -0.132, -0.1264, 0.1938, 0.0264),

@@ -12,6 +12,7 @@ import pytest
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import datadependent as dd
+from blowfish_te.mechanisms.privtree import leaf_order
 from blowfish_te.mechanisms.spatial import hilbert_order
 from blowfish_te.partitions import price_factor
 from blowfish_te.selection import Decision, ErrorModel, Features, error_model
@@ -179,7 +180,7 @@ def test_grid_check_reads_the_layout_and_partition_is_mapped_back(monkeypatch, o
     monkeypatch.setattr(dd, "lowest_error", lambda reduced, options: stage)
     gen = np.random.default_rng(0)
 
-    M.DAWA(order=order).run(wl.prefix(shape), x, epsilon, rng=gen)
+    M.DAWA(order=order, partition="intervals").run(wl.prefix(shape), x, epsilon, rng=gen)
 
     cells = hilbert_order(shape) if order == "hilbert" else np.arange(16)
     [(values, eps_check, gen_check, kwargs)] = checks["measure"]
@@ -195,6 +196,46 @@ def test_grid_check_reads_the_layout_and_partition_is_mapped_back(monkeypatch, o
     [(reduced, totals, _, _)] = stage.calls
     assert np.array_equal(reduced.labels, labels)
     assert np.array_equal(totals, np.bincount(labels, weights=x.ravel()).astype(np.int64))
+
+
+@pytest.mark.parametrize("kind", ["ranges", "cells"])
+def test_a_grid_is_partitioned_by_the_deviation_quadtree(monkeypatch, kind):
+    """On a grid DAWA's default partition is PrivTree's rule over deviations at TREE_SHARE of what
+    the check leaves, the leaves numbered along the Hilbert curve; the interval tiling is not run."""
+    shape, epsilon, spent = (8, 8), 0.8, 0.02
+    x = np.random.default_rng(6).integers(0, 50, shape)
+    _patch_check(monkeypatch, 1.5 if kind == "ranges" else 1.0, _decision("partition", spent))
+    monkeypatch.setattr(dd, "dawa_partition", _refuse("dawa_partition"))
+    trees = []
+
+    def leaves(values, eps1, gen, **kwargs):
+        trees.append((values, eps1, kwargs))
+        return np.array([[0, 0], [0, 4], [4, 4]]), np.array([[8, 4], [4, 8], [8, 8]])
+
+    monkeypatch.setattr(dd, "privtree_leaves", leaves)
+    stage = _Stage()
+    monkeypatch.setattr(dd, "lowest_error", lambda reduced, options: stage)
+    gen = np.random.default_rng(0)
+    M.DAWA().run(wl.prefix(shape) if kind == "ranges" else wl.identity(shape), x, epsilon, rng=gen)
+    [(values, eps1, kwargs)] = trees
+    assert np.array_equal(values, x) and kwargs == {"score": "deviation"}
+    assert eps1 == pytest.approx(dd.TREE_SHARE * (epsilon - spent), rel=1e-12)
+    [(reduced, totals, eps2, _)] = stage.calls
+    assert eps2 == pytest.approx((1 - dd.TREE_SHARE) * (epsilon - spent), rel=1e-12)
+    painted = np.zeros(shape, dtype=np.int64)
+    painted[:4, 4:], painted[4:, 4:] = 1, 2
+    expected = leaf_order(shape, painted.ravel())
+    assert np.array_equal(reduced.labels, expected)
+    assert np.array_equal(totals, np.bincount(expected, weights=x.ravel()).astype(np.int64))
+
+
+def test_the_partition_kind_and_its_refusal():
+    assert M.DAWA().partition_kind((16,)) == "intervals" and M.DAWA().partition_kind((4, 4)) == "tree"
+    assert M.DAWA(partition="tree").partition_kind((16,)) == "tree"
+    assert M.DAWA(partition="intervals").partition_kind((4, 4)) == "intervals"
+    assert M.DAWA(ratio=0.3).split(wl.prefix((4, 4)))[0] == 0.3 and M.DAWA().split(wl.prefix((4, 4)))[0] == dd.TREE_SHARE
+    with pytest.raises(ValueError, match=r"partition must be one of \('intervals', 'tree'\) or None .*'quadtree'"):
+        M.DAWA(partition="quadtree")
 
 
 @pytest.mark.parametrize("scale, factor", [(1e4, 1.0), (0.25, 1.0), (0.1, 2.5), (0.01, 25.0), (0.0, 1e4)])

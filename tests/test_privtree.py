@@ -68,15 +68,16 @@ class DrawnSplits:
         return self.decisions[-1]
 
 
-def tree_distribution(x, epsilon, monkeypatch) -> dict:
-    """Every decomposition PrivTree can output on ``x`` and its exact log-probability."""
+def tree_distribution(x, epsilon, monkeypatch, score="count") -> dict:
+    """Every decomposition PrivTree can output on ``x`` (its nodes scored by ``score``) and its
+    exact log-probability."""
     out, pending = {}, [[]]
     while pending:
         script = pending.pop()
         scripted = ScriptedSplits(script)
         monkeypatch.setattr(privtree, "_split", scripted)
         try:
-            lo, hi = privtree_leaves(x, epsilon, None)
+            lo, hi = privtree_leaves(x, epsilon, None, score=score)
         except NeedMore as more:
             pending += [script + [np.array(bits, dtype=bool)] for bits in itertools.product((False, True), repeat=more.size)]
             continue
@@ -102,24 +103,73 @@ def neighbours(x, cells):
                 yield neighbour.reshape(x.shape)
 
 
-def worst_loss(x, epsilon, monkeypatch) -> float:
+def worst_loss(x, epsilon, monkeypatch, score="count") -> float:
     """max over all decompositions and all unit-change neighbours x' of |ln P(tree | x) - ln P(tree | x')|."""
-    base = tree_distribution(x, epsilon, monkeypatch)
+    base = tree_distribution(x, epsilon, monkeypatch, score)
     assert math.isclose(sum(map(math.exp, base.values())), 1.0)
     worst = 0.0
     for neighbour in neighbours(x, range(x.size)):
-        other = tree_distribution(neighbour, epsilon, monkeypatch)
+        other = tree_distribution(neighbour, epsilon, monkeypatch, score)
         assert other.keys() == base.keys()
         worst = max(worst, max(abs(base[t] - other[t]) for t in base))
     return worst
 
 
+@pytest.mark.parametrize("score", privtree.SCORES)
 @pytest.mark.parametrize("shape", [(8,), (7,), (4, 4), (2, 4), (3, 3)])
-def test_split_decisions_cost_at_most_their_epsilon_for_every_neighbour(shape, monkeypatch):
-    """Exact: all decompositions of a tiny domain, their probabilities under x and every neighbour."""
+def test_split_decisions_cost_at_most_their_epsilon_for_every_neighbour(shape, score, monkeypatch):
+    """Exact: all decompositions of a tiny domain, their probabilities under x and every neighbour,
+    with either score (the deviation's changes along a path can differ in sign)."""
     rng = np.random.default_rng(len(shape) * 10 + shape[0])
-    worst = max(worst_loss(rng.integers(0, high, shape), 1.0, monkeypatch) for high in (4, 12))
+    worst = max(worst_loss(rng.integers(0, high, shape), 1.0, monkeypatch, score) for high in (4, 12))
     assert 0.3 <= worst <= 1.0 + 1e-9
+
+
+def test_a_deviation_path_that_crosses_the_threshold_costs_at_most_epsilon(monkeypatch):
+    """A tall spike on a ramp: the deviations of the nodes holding cell 0 sit near the threshold at
+    several depths; every tree and every neighbour, exactly."""
+    for top in range(0, 13, 3):
+        x = np.array([top, 0, 1, 0, 2, 1, 0, 3])
+        assert worst_loss(x, 1.0, monkeypatch, "deviation") <= 1.0 + 1e-9
+
+
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=3), seed=st.integers(0, 2**16))
+def test_box_deviations_are_the_median_deviation_and_fit_privtree(shape, seed):
+    """dev of every box equals Σ|x - median| over it; it never grows from a box to a box inside it
+    and moves by at most 1 when one cell moves by 1 (the two properties the privacy proof reads)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 20, shape)
+    a = np.array([rng.integers(0, n) for n in shape])
+    b = np.array([rng.integers(i + 1, n + 1) for i, n in zip(a, shape)])
+    c = np.array([rng.integers(i, j) for i, j in zip(a, b)])  # a box inside [a, b)
+    d = np.array([rng.integers(i + 1, j + 1) for i, j in zip(c, b)])
+    dev = privtree.box_deviations(x, np.array([a, c]), np.array([b, d]))
+    for value, (lo, hi) in zip(dev, ((a, b), (c, d))):
+        cells = x[tuple(slice(i, j) for i, j in zip(lo, hi))].ravel()
+        assert value == min(np.abs(cells - v).sum() for v in cells)
+    assert dev[1] <= dev[0]
+    moved = x.copy()
+    moved[tuple(c)] += 1
+    assert np.all(np.abs(privtree.box_deviations(moved, np.array([a, c]), np.array([b, d])) - dev) <= 1)
+
+
+def test_privtree_refuses_an_unknown_score():
+    with pytest.raises(ValueError, match=r"score must be one of \('count', 'deviation'\).*'median'"):
+        privtree_leaves(np.ones((4, 4)), 1.0, np.random.default_rng(0), score="median")
+
+
+def test_a_deviation_tree_leaves_dense_flat_regions_whole():
+    """Counts split a dense uniform block down to small leaves; deviations keep it whole and split
+    only around the structure inside it."""
+    x = np.full((64, 64), 200, dtype=np.int64)
+    x[40:44, 8:12] = 2000
+    for score, most in (("count", 64), ("deviation", 40)):
+        lo, hi = privtree_leaves(x, 1.0, np.random.default_rng(0), score=score)
+        covers_spike = np.all((lo <= [40, 8]) & (hi >= [44, 12]), axis=1) | np.all((lo >= [40, 8]) & (hi <= [44, 12]), axis=1)
+        if score == "count":
+            assert lo.shape[0] >= most
+        else:
+            assert lo.shape[0] <= most and covers_spike.any()
 
 
 def path_split_loss(shape, epsilon, monkeypatch) -> float:

@@ -14,6 +14,7 @@ from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import hilbert_order
+from blowfish_te.mechanisms.plain import best_linear
 
 from conftest import Replay, close
 
@@ -178,7 +179,7 @@ def test_dawa_on_a_grid_follows_the_chosen_order():
 @needs_data
 def test_grid_accuracy_on_sf_cabs_e():
     """128², 2000 random rectangles, ε = 0.1, unbounded DP, 10 seeds (seeded regression):
-    AGrid ≤ 175 and Hilbert DAWA ≤ 300 per-query RMSE, both below HB's analytic 491."""
+    AGrid ≤ 175 and DAWA ≤ 300 per-query RMSE, both below HB's analytic 491."""
     x = datasets.coarsen(np.load(DATA / "2D" / "SF-CABS-E.npy"), (128, 128)).ravel()
     w = wl.random_rects((128, 128), 2000, rng=0)
     policy = policies.unbounded((128, 128))
@@ -187,6 +188,22 @@ def test_grid_accuracy_on_sf_cabs_e():
     for name, bound in (("agrid", 175), ("dawa", 300)):
         mse = np.mean([np.mean((bt.answer(w, x, policy, 0.1, name, rng=s).answers - truth) ** 2) for s in range(10)])
         assert mse**0.5 <= min(bound, hb), name
+
+
+@needs_data
+@pytest.mark.parametrize("name, records, epsilon", [("ADULT-2D", 10**6, 0.01), ("GOWALLA", 10**4, 0.1)])
+def test_dawa_on_a_grid_is_not_worse_than_the_plain_release(name, records, epsilon):
+    """DPBench's 2000 rectangles over 128², the DPBench sample (seed 0), 3 seeds (seeded
+    regression): DAWA's mean RMSE within 1.10 times the plain release's analytic RMSE. Spikes
+    inside empty regions (ADULT-2D) made the interval tiling along the Hilbert curve 1.7 times it
+    and GOWALLA's sparse sample 1.36 times; the deviation quadtree is 0.5–0.8 times."""
+    shape = (128, 128)
+    x = datasets.dpbench_sample(np.load(DATA / "2D" / f"{name}.npy"), records, domain=shape, rng=0).ravel()
+    w = wl.dpbench_ranges(shape, 2000, rng=0)
+    truth = w.matvec(x)
+    plain = (best_linear(w).expected_error(w, epsilon) / w.num_queries) ** 0.5
+    rmse = [np.mean((M.DAWA().run(w, x, epsilon, rng=s) - truth) ** 2) ** 0.5 for s in range(3)]
+    assert np.mean(rmse) <= 1.10 * plain
 
 
 def test_hilbert_order_on_small_grids_is_the_classic_curve():

@@ -43,14 +43,47 @@ def _halve(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
-def privtree_leaves(x: np.ndarray, epsilon: float, gen, threshold: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def box_deviations(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """dev(v) = min_c Σ_{i∈v} |x_i - c| = Σ |x_i - median| of every box v = [lo, hi) of the grid
+    ``x``: DAWA's deviation (Li, Hay, Miklau, Wang, PVLDB 2014, with the median), the L1 error of
+    spreading the box's total evenly. O(cells covered), boxes of one shape at a time."""
+    out = np.empty(lo.shape[0])
+    sizes = hi - lo
+    shapes, group = np.unique(sizes, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    flat = x.reshape(-1)
+    for g, size in enumerate(shapes):
+        rows = np.flatnonzero(group == g)
+        offsets = np.indices(tuple(size)).reshape(len(size), -1)
+        coords = lo[rows][:, :, None] + offsets[None]  # (boxes, axes, cells of a box)
+        values = flat[np.ravel_multi_index(tuple(coords.transpose(1, 0, 2)), x.shape)]
+        out[rows] = np.abs(values - np.median(values, axis=1, keepdims=True)).sum(axis=1)
+    return out
+
+
+#: What a PrivTree node's split decision reads: its record count (PrivTree) or its deviation
+#: (:func:`box_deviations`: split where the data are uneven, not merely dense).
+SCORES = ("count", "deviation")
+
+
+def privtree_leaves(x: np.ndarray, epsilon: float, gen, threshold: float = 0.0,
+                    score: str = "count") -> tuple[np.ndarray, np.ndarray]:
     """The leaves (lo, hi), boxes [lo, hi) of the grid ``x`` (any number of axes), of PrivTree's
     decomposition, which is ε-DP for unit changes of x ≥ 0.
 
-    Breadth first from the whole grid: a node v at depth d(v) with count c(v) has biased count
+    Breadth first from the whole grid: a node v at depth d(v) with score c(v) — its count, or with
+    ``score="deviation"`` its deviation :func:`box_deviations` — has biased score
     b(v) = max(c(v) - d(v) δ, θ - δ) and splits when b(v) + Laplace(λ) > θ (cells never split),
     with (λ, δ) from :func:`privtree_scales` for the fanout 2^axes.
+
+    PrivTree's proof (Theorem 1) reads two properties of the score, both held by the deviation
+    (docs/theory.md, "PrivTree over deviations"): a unit change moves it by at most 1 on the
+    nodes holding the changed cell and not elsewhere (dev moves by at most 1), and it never grows
+    down a path (a child's deviation is at most its parent's: the parent's minimum over c sums
+    more terms).
     """
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES} (what a node's split decision reads), got {score!r}")
     fanout = 2**x.ndim
     scale, bias = privtree_scales(epsilon, fanout)
     lo = np.zeros((1, x.ndim), dtype=np.int64)
@@ -58,7 +91,12 @@ def privtree_leaves(x: np.ndarray, epsilon: float, gen, threshold: float = 0.0) 
     leaves_lo, leaves_hi, depth = [], [], 0
     while lo.shape[0]:
         splittable = np.flatnonzero((hi - lo > 1).any(axis=1))
-        counts = Boxes(x.shape, lo[splittable], hi[splittable] - 1).matvec(x.ravel()) if splittable.size else np.zeros(0)
+        if not splittable.size:
+            counts = np.zeros(0)
+        elif score == "count":
+            counts = Boxes(x.shape, lo[splittable], hi[splittable] - 1).matvec(x.ravel())
+        else:
+            counts = box_deviations(x, lo[splittable], hi[splittable])
         biased = np.maximum(counts - depth * bias, threshold - bias)
         grow = np.zeros(lo.shape[0], dtype=bool)
         grow[splittable[_split(biased, scale, threshold, gen)]] = True
