@@ -357,6 +357,38 @@ def test_bucket_views_and_probes_equal_their_dense_twins(base):
 
 
 
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=3), seed=st.integers(0, 2**16), weighted=st.booleans())
+def test_buckets_that_are_boxes_are_multiplied_from_overlaps(shape, seed, weighted):
+    """When every bucket is a box (a tree's leaves), W E is formed from the per-axis overlaps of
+    the queries' boxes with the buckets: equal to the dense product, and so are ‖W E‖_F², the Gram
+    matrix and the sparse rows; a bucket that is not a box sends every product the general way."""
+    from blowfish_te.mechanisms.privtree import box_labels, privtree_leaves
+    from blowfish_te.strategies.base import sparse_rows
+
+    rng = np.random.default_rng(seed)
+    shape = tuple(shape)
+    base = wl.random_rects(shape, 6, rng=rng) if len(shape) > 1 else wl.random_ranges(shape[0], 6, rng=rng)
+    if weighted:
+        base = wl.Boxes(shape, base.lo, base.hi, weights=rng.uniform(0.1, 2, base.num_queries))
+    lo, hi = privtree_leaves(rng.integers(0, 30, shape), 0.3, rng)
+    labels = box_labels(shape, lo, hi)
+    view = wl.BucketWorkload(base, labels)
+    spread = np.zeros((base.size, labels.max() + 1))
+    spread[np.arange(base.size), labels] = 1.0 / np.bincount(labels)[labels]
+    dense = Workload.dense(base) @ spread
+    assert view.bucket_boxes is not None
+    np.testing.assert_allclose(view.overlap_matrix(), dense, atol=1e-12)
+    assert view.frobenius_sq() == pytest.approx((dense**2).sum())
+    np.testing.assert_allclose(view.gram_matrix(), dense.T @ dense, atol=1e-9)
+    np.testing.assert_allclose(sparse_rows(view).toarray(), dense, atol=1e-12)
+    if base.size > 2:
+        mixed = labels.copy()
+        mixed[[0, base.size - 1]] = labels.max() + 1  # two opposite corners as one bucket
+        mixed = np.unique(mixed, return_inverse=True)[1]
+        other = wl.BucketWorkload(base, mixed)
+        assert other.bucket_boxes is None and other.overlap_matrix() is None
+
+
 @pytest.mark.parametrize("pairs", [1, 7, 40, 10**6])
 def test_bucket_frobenius_over_groups_of_boxes_equals_the_dense_one(pairs, monkeypatch):
     """‖W E‖_F² summed over groups of boxes (however the volume limit cuts them) is the dense one."""

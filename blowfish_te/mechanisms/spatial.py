@@ -8,6 +8,7 @@ given as public (``total=``) or measured with a share of ε, and the release's `
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -22,8 +23,14 @@ from .plain import aggregation_gain, plain_strategy, workload_class
 
 def hilbert_order(shape) -> np.ndarray:
     """Flat indices of the cells of a 2-D grid in Hilbert-curve order (the curve on the enclosing
-    2^n × 2^n square, cells outside the grid skipped), so consecutive cells are close in space."""
+    2^n × 2^n square, cells outside the grid skipped), so consecutive cells are close in space.
+    Computed once per shape (a read-only array)."""
     rows, cols = (int(s) for s in shape)
+    return _hilbert_order(rows, cols)
+
+
+@functools.lru_cache(maxsize=16)
+def _hilbert_order(rows: int, cols: int) -> np.ndarray:
     side = 1 << max(0, (max(rows, cols) - 1).bit_length())
     d = np.arange(side * side, dtype=np.int64)
     x = np.zeros_like(d)
@@ -43,7 +50,9 @@ def hilbert_order(shape) -> np.ndarray:
         t //= 4
         s *= 2
     inside = (x < rows) & (y < cols)
-    return x[inside] * cols + y[inside]
+    order = x[inside] * cols + y[inside]
+    order.flags.writeable = False
+    return order
 
 
 def _cuts(side: int, parts: int) -> np.ndarray:

@@ -24,6 +24,9 @@ def sparse_rows(workload: Workload) -> sp.csr_array | None:
     rows are non-zero only on the edges that cross a query's boundary) and a partition's view of
     those (W E). Else None."""
     if isinstance(workload, BucketWorkload):
+        dense = workload.overlap_matrix()
+        if dense is not None:
+            return sp.csr_array(dense)
         rows = sparse_rows(workload.base)
         return None if rows is None else sp.csr_array(rows @ workload.spread)
     base = workload.base if isinstance(workload, TransformedWorkload) else workload

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -10,6 +12,8 @@ from .boxes import Boxes
 
 #: Boxes with at most this many (box, cell) pairs are multiplied out sparsely.
 SPARSE_PAIRS = 2**22
+#: W E is formed densely from box overlaps when it has at most this many entries.
+DENSE_OVERLAPS = 2**24
 
 
 class BucketWorkload(Workload):
@@ -40,12 +44,55 @@ class BucketWorkload(Workload):
     def _rmatmat(self, z):
         return self.spread.T @ self.base._rmatmat(as_block(z))
 
+    @functools.cached_property
+    def bucket_boxes(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(lo, hi), inclusive corners of every bucket, when W is boxes and every bucket is a box
+        of the grid (a tree's leaves, a grid's blocks); else None."""
+        if not isinstance(self.base, Boxes):
+            return None
+        coords = np.unravel_index(np.arange(self.labels.size), self.base.domain)
+        m = self.sizes.size
+        lo = np.stack([np.full(m, self.labels.size) for _ in coords], axis=1)
+        hi = np.zeros_like(lo)
+        for axis, c in enumerate(coords):
+            np.minimum.at(lo[:, axis], self.labels, c)
+            np.maximum.at(hi[:, axis], self.labels, c)
+        return (lo, hi) if np.array_equal((hi - lo + 1).prod(axis=1), self.sizes) else None
+
+    def overlap_matrix(self) -> np.ndarray | None:
+        """W E as a dense array when the buckets are boxes (:attr:`bucket_boxes`) and it has at
+        most :data:`DENSE_OVERLAPS` entries: (W E)[q, b] = w_q·|box_q ∩ b|/|b|, the overlap a
+        product of per-axis interval overlaps — O(queries × buckets), no pass over the cells.
+        Built once per workload (a read-only array)."""
+        return self._overlaps
+
+    @functools.cached_property
+    def _overlaps(self) -> np.ndarray | None:
+        boxes = self.bucket_boxes
+        if boxes is None or self.num_queries * self.size > DENSE_OVERLAPS:
+            return None
+        base, (lo, hi) = self.base, boxes
+        out = np.ones((self.num_queries, self.size))
+        for axis in range(lo.shape[1]):
+            first = np.maximum(base.lo[:, axis, None], lo[None, :, axis])
+            last = np.minimum(base.hi[:, axis, None], hi[None, :, axis])
+            out *= np.maximum(last - first + 1, 0)
+        out /= self.sizes
+        if base.weights is not None:
+            out *= base.weights[:, None]
+        out.flags.writeable = False
+        return out
+
     def frobenius_sq(self) -> float:
-        """‖W E‖_F²: from W's sparse rows when W is boxes, in groups of at most 2·SPARSE_PAIRS
-        (box, cell) pairs (linear in the boxes' total volume); else from the columns."""
+        """‖W E‖_F²: from :meth:`overlap_matrix` when the buckets are boxes, else from W's sparse
+        rows when W is boxes, in groups of at most 2·SPARSE_PAIRS (box, cell) pairs (linear in
+        the boxes' total volume); else from the columns."""
         base = self.base
         if not isinstance(base, Boxes):
             return super().frobenius_sq()
+        dense = self.overlap_matrix()
+        if dense is not None:
+            return float((dense**2).sum())
         volumes = (base.hi - base.lo + 1).prod(axis=1)
         if volumes.max() > SPARSE_PAIRS:
             return super().frobenius_sq()
@@ -63,6 +110,9 @@ class BucketWorkload(Workload):
         m = self.size
         if m * m > max_entries:
             raise ValueError(f"the Gram matrix of {self.name} would have {m * m} entries (limit {max_entries})")
+        dense = self.overlap_matrix()
+        if dense is not None:
+            return dense.T @ dense
         spread = self.spread.toarray()
         if self.num_queries <= self.base.size:  # (W E)ᵀ (W E): one pass through W
             reduced = np.asarray(self.base.matmat(spread), dtype=np.float64)
