@@ -44,9 +44,8 @@ import blowfish_te as bt
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te.mechanisms.plain import STAGE_TWO, best_linear, lowest_error, workload_class
-from blowfish_te.mechanisms.privtree import box_labels, leaf_order, privtree_leaves
-from blowfish_te.partitions import dawa_partition, noise_free_partition, price_factor
+from blowfish_te.mechanisms.plain import STAGE_TWO, aggregation_gain, best_linear, lowest_error, workload_class
+from blowfish_te.partitions import noise_free_partition, price_factor
 from blowfish_te.workloads import BucketWorkload
 
 K_1D = 4096
@@ -135,7 +134,8 @@ def partition_quality(w, x, eps: float, seeds: int, cell) -> dict:
     ratio, penalty = mech.split(w)
     eps1, eps2 = ratio * eps, (1 - ratio) * eps
     cells_order = mech.layout(w.domain)
-    factor = price_factor(x.sum() * eps / x.size)
+    scale = x.sum() * eps / x.size if workload_class(w, aggregation_gain(w)) == "cells" else None  # priced as released
+    factor = price_factor(scale)
     max_length = None if factor == 1 else x.size
     truth = np.asarray(w.matvec(x), dtype=np.float64)
 
@@ -149,17 +149,8 @@ def partition_quality(w, x, eps: float, seeds: int, cell) -> dict:
         labels[cells_order] = labels_in_order
         return labels
 
-    def drawn_labels(seed) -> np.ndarray:
-        gen = np.random.default_rng(seed)
-        if mech.partition_kind(w.domain) == "tree":
-            shape = tuple(w.domain)
-            lo, hi = privtree_leaves(x.reshape(shape), eps1, gen, score="deviation")
-            return leaf_order(shape, box_labels(shape, lo, hi))
-        return in_grid_order(dawa_partition(ordered, eps1, eps2, gen, penalty=penalty * factor, max_length=max_length))
-
-    ordered = x[cells_order]
-    star = error(in_grid_order(noise_free_partition(ordered, eps2, penalty=penalty * factor, max_length=max_length)))
-    drawn = [error(drawn_labels(seed_of(cell, t))) for t in range(seeds)]
+    star = error(in_grid_order(noise_free_partition(x[cells_order], eps2, penalty=penalty * factor, max_length=max_length)))
+    drawn = [error(mech.partition_labels(w, x, eps1, eps2, seed_of(cell, t), scale)) for t in range(seeds)]
     return dict(noise_free=star, drawn=float(np.mean(drawn)))
 
 

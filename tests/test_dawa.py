@@ -12,6 +12,7 @@ import pytest
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import datadependent as dd
+from blowfish_te.mechanisms import privtree
 from blowfish_te.mechanisms.privtree import leaf_order
 from blowfish_te.mechanisms.spatial import hilbert_order
 from blowfish_te.partitions import price_factor
@@ -212,13 +213,13 @@ def test_a_grid_is_partitioned_by_the_deviation_quadtree(monkeypatch, kind):
         trees.append((values, eps1, kwargs))
         return np.array([[0, 0], [0, 4], [4, 4]]), np.array([[8, 4], [4, 8], [8, 8]])
 
-    monkeypatch.setattr(dd, "privtree_leaves", leaves)
+    monkeypatch.setattr(privtree, "privtree_leaves", leaves)
     stage = _Stage()
     monkeypatch.setattr(dd, "lowest_error", lambda reduced, options: stage)
     gen = np.random.default_rng(0)
     M.DAWA().run(wl.prefix(shape) if kind == "ranges" else wl.identity(shape), x, epsilon, rng=gen)
     [(values, eps1, kwargs)] = trees
-    assert np.array_equal(values, x) and kwargs == {"score": "deviation"}
+    assert np.array_equal(values, x) and kwargs == {"threshold": 0.0, "score": "deviation"}
     assert eps1 == pytest.approx(dd.TREE_SHARE * (epsilon - spent), rel=1e-12)
     [(reduced, totals, eps2, _)] = stage.calls
     assert eps2 == pytest.approx((1 - dd.TREE_SHARE) * (epsilon - spent), rel=1e-12)

@@ -239,7 +239,7 @@ def test_the_check_hands_the_rest_of_epsilon_to_its_choice(monkeypatch):
             calls.append(("plain", epsilon, gen))
             return np.zeros(workload.shape[0])
 
-    def leaves(x, epsilon, gen, threshold):
+    def leaves(x, epsilon, gen, threshold, score):
         calls.append(("tree", epsilon, threshold))
         return np.zeros((1, x.ndim), dtype=np.int64), np.array([x.shape])
 
@@ -447,7 +447,7 @@ def test_leaf_totals_have_the_error_of_their_estimator(monkeypatch):
     x = datasets.dpbench_sample(datasets.synthetic_2d(shape, 5000, rng=3), 20000, domain=shape, rng=0).ravel()
     w = wl.random_rects(shape, 300, rng=0)
     lo, hi = privtree_leaves(x.reshape(shape), 0.05, np.random.default_rng(0))
-    monkeypatch.setattr(privtree, "privtree_leaves", lambda grid, eps, gen, threshold: (lo, hi))
+    monkeypatch.setattr(privtree, "privtree_leaves", lambda grid, eps, gen, threshold, score: (lo, hi))
     labels = privtree.leaf_order(shape, box_labels(shape, lo, hi))
     reduced = BucketWorkload(w, labels)
     truth = w.matvec(x)

@@ -22,7 +22,7 @@ from ..workloads import BucketWorkload, Workload
 from .base import LinearMechanism, Mechanism, RecordTotal, integer_entries
 from .laplace import Identity
 from .plain import STAGE_TWO, aggregation_gain, lowest_error, plain_strategy, workload_class
-from .privtree import box_labels, leaf_order, privtree_leaves
+from .privtree import tree_labels
 from .spatial import hilbert_order
 
 
@@ -156,25 +156,31 @@ class DAWA(Mechanism):
 
     def partitioned(self, workload: Workload, x: np.ndarray, eps1: float, eps2: float, gen,
                     scale: float | None = None) -> np.ndarray:
-        """DAWA's two steps on validated arguments: the partition at ``eps1`` (buckets priced up by
-        :func:`~blowfish_te.partitions.price_factor` of the noisy ``scale`` N·ε/K, when given),
-        the bucket totals at ``eps2`` (ε₁ + ε₂ of the release, sequential composition)."""
-        if not eps1 > 0:
-            raise ValueError(f"the partition's budget must be positive, got {eps1}")
-        if self.partition_kind(workload.domain) == "tree":
-            shape = tuple(workload.domain)
-            lo, hi = privtree_leaves(x.reshape(shape), eps1, gen, score="deviation")
-            labels = leaf_order(shape, box_labels(shape, lo, hi))
-        else:
-            cells = self.layout(workload.domain)
-            factor = price_factor(scale)
-            labels = np.empty(workload.size, dtype=np.int64)
-            labels[cells] = dawa_partition(x[cells], eps1, eps2, gen, penalty=self.split(workload)[1] * factor,
-                                           max_length=None if factor == 1 else workload.size)
+        """DAWA's two steps on validated arguments: the partition at ``eps1``
+        (:meth:`partition_labels`), the bucket totals at ``eps2`` (ε₁ + ε₂ of the release,
+        sequential composition)."""
+        labels = self.partition_labels(workload, x, eps1, eps2, gen, scale)
         reduced = BucketWorkload(workload, labels)
         totals = np.bincount(labels, weights=x).astype(np.int64)
         estimator = self.estimator or lowest_error(reduced, STAGE_TWO)
         return estimator.run(reduced, totals, eps2, gen)
+
+    def partition_labels(self, workload: Workload, x: np.ndarray, eps1: float, eps2: float, gen,
+                         scale: float | None = None) -> np.ndarray:
+        """The private partition at ``eps1`` (ε₁-DP), as a bucket label per cell: the deviation
+        quadtree (:func:`~blowfish_te.mechanisms.privtree.tree_labels`), or DAWA's intervals along
+        :meth:`layout` with buckets priced at ``penalty``/``eps2``, raised by
+        :func:`~blowfish_te.partitions.price_factor` of the noisy ``scale`` N·ε/K when given."""
+        if not eps1 > 0:
+            raise ValueError(f"the partition's budget must be positive, got {eps1}")
+        if self.partition_kind(workload.domain) == "tree":
+            return tree_labels(x.reshape(tuple(workload.domain)), eps1, gen, score="deviation")
+        cells = self.layout(workload.domain)
+        factor = price_factor(scale)
+        labels = np.empty(workload.size, dtype=np.int64)
+        labels[cells] = dawa_partition(x[cells], eps1, eps2, gen, penalty=self.split(workload)[1] * factor,
+                                       max_length=None if factor == 1 else workload.size)
+        return labels
 
     def layout(self, domain) -> np.ndarray:
         """The cells in the order the partition reads them (data-independent)."""

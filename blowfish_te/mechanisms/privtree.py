@@ -107,6 +107,13 @@ def privtree_leaves(x: np.ndarray, epsilon: float, gen, threshold: float = 0.0,
     return np.concatenate(leaves_lo), np.concatenate(leaves_hi)
 
 
+def tree_labels(x: np.ndarray, epsilon: float, gen, threshold: float = 0.0, score: str = "count") -> np.ndarray:
+    """The leaves of :func:`privtree_leaves` as bucket labels of the cells (flat), numbered along
+    the grid's curve (:func:`leaf_order`); ε-DP as the leaves are (the rest is post-processing)."""
+    lo, hi = privtree_leaves(x, epsilon, gen, threshold=threshold, score=score)
+    return leaf_order(x.shape, box_labels(x.shape, lo, hi))
+
+
 def box_labels(shape, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Label (row of ``lo``/``hi``) of every cell, flat, for disjoint boxes [lo, hi) covering the
     grid: each cell is covered once, so painting box r with weight r leaves r on its cells."""
@@ -203,9 +210,8 @@ class PrivTree(Mechanism):
             if decision.route != "partition":
                 return plain_strategy(self, workload).run(workload, x, epsilon, gen)
         eps_tree = self.tree_share * epsilon
-        lo, hi = privtree_leaves(x.reshape(shape), eps_tree, gen, self.threshold)
-        labels = leaf_order(shape, box_labels(shape, lo, hi))
+        labels = tree_labels(x.reshape(shape), eps_tree, gen, self.threshold)
         reduced = BucketWorkload(workload, labels)
-        totals = np.bincount(labels, weights=x, minlength=lo.shape[0]).astype(np.int64)
+        totals = np.bincount(labels, weights=x).astype(np.int64)
         estimator = self.estimator or lowest_error(reduced, STAGE_TWO)
         return np.asarray(estimator.run(reduced, totals, epsilon - eps_tree, gen), dtype=np.float64)
