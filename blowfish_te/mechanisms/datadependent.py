@@ -22,7 +22,6 @@ from ..workloads import BucketWorkload, Workload
 from .base import LinearMechanism, Mechanism, RecordTotal, integer_entries
 from .laplace import Identity
 from .plain import STAGE_TWO, aggregation_gain, lowest_error, plain_strategy, workload_class
-from .privtree import tree_labels
 from .spatial import hilbert_order
 
 
@@ -174,6 +173,8 @@ class DAWA(Mechanism):
         if not eps1 > 0:
             raise ValueError(f"the partition's budget must be positive, got {eps1}")
         if self.partition_kind(workload.domain) == "tree":
+            from .privtree import tree_labels  # loaded with the first tree: a lookup of "dawa" loads its module only
+
             return tree_labels(x.reshape(tuple(workload.domain)), eps1, gen, score="deviation")
         cells = self.layout(workload.domain)
         factor = price_factor(scale)
