@@ -10,6 +10,8 @@ import threading
 
 #: The status of an interrupted run, as shells expect (128 + SIGINT).
 EXIT_INTERRUPTED = 130
+#: The console script's name, as ``--version`` prints it.
+PROGRAM = "blowfish-te"
 
 
 def _interrupted(signum, frame) -> None:
@@ -24,6 +26,12 @@ def entry() -> None:
     or an engine's native code counts records (which checks for interrupts only much later).
     Errors end in one ``Error:`` line and status 1, usage errors in status 2."""
     signal.signal(signal.SIGINT, _interrupted)
+    if sys.argv[1:] == ["--version"]:  # answered without loading the command line (click, numpy, scipy)
+        from . import __version__
+
+        sys.stdout.write(f"{PROGRAM}, version {__version__}\n")
+        sys.stdout.flush()
+        sys.exit(0)
     status = [1]
 
     def work() -> None:
