@@ -13,14 +13,12 @@ import sys
 import click
 import numpy as np
 
-from . import datasets, policies, workloads
+from . import __version__, datasets, policies, workloads
 from ._csv import escape_row
+from ._program import EXIT_INTERRUPTED, PROGRAM
 from .errors import SpecError
 from .progress import Progress
 from .release import answer
-
-#: The status of an interrupted command (128 + SIGINT), as :mod:`blowfish_te.console` exits too.
-EXIT_INTERRUPTED = 130
 
 
 def _one_line(err: BaseException) -> str:
@@ -46,7 +44,7 @@ class _Commands(click.Group):
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="blowfish_te")
+@click.version_option(version=__version__, prog_name=PROGRAM)
 def main() -> None:
     """blowfish_te: policy-aware differential privacy (Blowfish) through transformational equivalence.
 
@@ -219,7 +217,7 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
     or clamped (--outside clamp); the counts go to standard error. Error messages and standard
     error depend on the data without noise: they are for the data owner, never for release.
     """
-    from . import __version__, io
+    from . import io
     from .release import plan as make_plan
 
     if fmt == "csv" and plan_only:

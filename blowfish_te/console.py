@@ -8,10 +8,7 @@ import signal
 import sys
 import threading
 
-#: The status of an interrupted run, as shells expect (128 + SIGINT).
-EXIT_INTERRUPTED = 130
-#: The console script's name, as ``--version`` prints it.
-PROGRAM = "blowfish-te"
+from ._program import EXIT_INTERRUPTED, PROGRAM
 
 
 def _interrupted(signum, frame) -> None:
@@ -52,7 +49,7 @@ def entry() -> None:
         except Exception as err:  # the group reports library errors; this catches the rest as one line
             click.echo(f"Error: {_one_line(err)}", err=True)
 
-    worker = threading.Thread(target=work, name="blowfish-te", daemon=True)
+    worker = threading.Thread(target=work, name=PROGRAM, daemon=True)
     worker.start()
     while worker.is_alive():
         worker.join(0.05)

@@ -50,5 +50,15 @@ def test_the_version_loads_neither_the_command_line_nor_numpy():
     assert {"click", "numpy", "blowfish_te.cli"}.isdisjoint(loaded)
 
 
+def test_the_fast_version_line_is_the_command_line_s():
+    from click.testing import CliRunner
+
+    from blowfish_te.cli import main
+
+    script = "import sys\nfrom blowfish_te.console import entry\nsys.argv = ['blowfish-te', '--version']\nentry()"
+    fast = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert CliRunner().invoke(main, ["--version"]).output == fast
+
+
 def test_the_package_version_is_the_installed_one():
     assert blowfish_te.__version__ == metadata.version("blowfish_te")
