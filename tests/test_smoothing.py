@@ -68,30 +68,62 @@ def _risk(y, noise, labels):
     return total
 
 
-@given(st.lists(st.integers(0, 40), min_size=2, max_size=9), st.sampled_from(["independent", "path"]))
-def test_segment_returns_consecutive_dyadic_buckets(values, kind):
+@given(st.lists(st.integers(0, 40), min_size=2, max_size=40), st.sampled_from(["independent", "path"]))
+def test_segment_returns_consecutive_dyadic_or_end_buckets(values, kind):
+    """Every bucket has a dyadic length or reaches an end of the domain past its middle, so no
+    interior bucket is flanked by two end buckets."""
     y = np.array(values, dtype=float)
-    labels = segment(y, CellNoise(kind, 4.0, y.size))
+    k = y.size
+    labels = segment(y, CellNoise(kind, 4.0, k))
     assert labels[0] == 0 and set(np.diff(labels)) <= {0, 1}
-    assert all(math.log2(n).is_integer() for n in np.bincount(labels))
+    sizes = np.bincount(labels)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    for start, n in zip(starts, sizes):
+        end_bucket = (start == 0 or start + n == k) and 2 * n >= k
+        assert math.log2(n).is_integer() or end_bucket, (start, n)
+
+
+def _tilings(k: int, start: int = 0):
+    """Every tiling of [start, k) by the segmentation's buckets: dyadic at any start, or an end
+    bucket of at least ⌈k/2⌉ cells."""
+    if start == k:
+        yield []
+        return
+    for n in range(1, k - start + 1):
+        end_bucket = (start == 0 or start + n == k) and 2 * n >= k
+        if math.log2(n).is_integer() or end_bucket:
+            for rest in _tilings(k, start + n):
+                yield [(start, n)] + rest
+
+
+@pytest.mark.parametrize("where", [0, -1])
+def test_a_spike_at_an_end_stands_beside_one_bucket_for_the_rest(where):
+    """A count far above the noise at either end of an empty domain: two buckets, the spike and the
+    rest (dyadic buckets alone would need one per bit of K - 1, ten here)."""
+    y = np.zeros(1024)
+    y[where] = 60.0
+    labels = segment(y, CellNoise("independent", 2.0, y.size))
+    assert labels.max() == 1
+    assert np.bincount(labels).tolist() == ([1, 1023] if where == 0 else [1023, 1])
+
+
+def test_no_interior_cell_is_isolated_cheaply():
+    """The largest Laplace draw among 4096 empty cells, placed mid-domain: end buckets cannot
+    sandwich it, so it is averaged away (with end buckets of any length three buckets would keep it)."""
+    k, scale = 4096, 10.0
+    y = np.zeros(k)
+    y[1500] = scale * math.log(k)  # the typical maximum of k Laplace(scale) draws
+    labels = segment(y, CellNoise("independent", 2 * scale**2, k))
+    assert np.bincount(labels)[labels[1500]] > 1
 
 
 def test_segment_minimises_the_penalised_risk_over_its_path():
     """For every per-bucket price of the path the tiling is the least penalised risk (brute force
-    over dyadic tilings of 6 cells); the chosen one is the best of them by the Birgé–Massart
+    over the tilings of 6 cells by dyadic and end buckets); the chosen one is the best of them by the Birgé–Massart
     criterion."""
     rng = np.random.default_rng(3)
     y = np.array([0, 0, 1, 30, 31, 29], dtype=float) + rng.normal(size=6)
     noise = CellNoise("independent", 2.0, 6)
-
-    def tilings(start):
-        if start == 6:
-            yield []
-            return
-        for n in (1, 2, 4):
-            if start + n <= 6:
-                for rest in tilings(start + n):
-                    yield [(start, n)] + rest
 
     def labels_of(t):
         out = np.empty(6, dtype=int)
@@ -99,7 +131,7 @@ def test_segment_minimises_the_penalised_risk_over_its_path():
             out[s : s + n] = b
         return out
 
-    all_tilings = [labels_of(t) for t in tilings(0)]
+    all_tilings = [labels_of(t) for t in _tilings(6)]
     criteria = {}
     for price in (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0):
         best = min(all_tilings, key=lambda lab: _risk(y, noise, lab) + price * 2.0 * (lab.max() + 1))
@@ -195,10 +227,10 @@ def test_the_largest_domain_is_smoothed_and_one_more_cell_refused():
 
 
 def test_ties_between_tilings_go_to_the_first_found_along_the_path():
-    """y = 1 0 1 1 0 0 0 with unit variance: [0, 4) [4, 5) [5, 7) and [0, 4) [4, 6) [6, 7) have the
-    same penalised risk (the buckets {0} and {0, 0} swap places); the lower price's tiling, found
-    first, is kept."""
-    y = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    """y = 0 0 0 0 3 3 3 with unit variance: [0, 4) [4, 5) [5, 7) and [0, 4) [4, 6) [6, 7) have the
+    same penalised risk (the buckets {3} and {3, 3} swap places; [4, 7) is too short for an end
+    bucket); the lower price's tiling, found first, is kept."""
+    y = np.array([0.0, 0.0, 0.0, 0.0, 3.0, 3.0, 3.0])
     noise = CellNoise("independent", 1.0, 7)
     kept, other = np.array([0, 0, 0, 0, 1, 2, 2]), np.array([0, 0, 0, 0, 1, 1, 2])
     penalty = 3 * (1 + 2 * math.log(7 / 3))
