@@ -150,9 +150,15 @@ def partition_quality(w, x, eps: float, seeds: int, cell) -> dict:
         labels[cells_order] = labels_in_order
         return labels
 
-    star = error(in_grid_order(noise_free_partition(x[cells_order], eps2, penalty=penalty * factor, max_length=max_length)))
+    def reference(guarded_at) -> float:
+        return error(in_grid_order(noise_free_partition(x[cells_order], eps2, penalty=penalty * factor,
+                                                        max_length=max_length, guarded_at=guarded_at)))
+
+    star = reference(None)
+    # the guards' price without noise: the reference of the drawn intervals (a tree has no guards)
+    guarded = reference(eps1) if mech.partition_kind(w.domain) == "intervals" else None
     drawn = [error(mech.partition_labels(w, x, eps1, eps2, seed_of(cell, t), scale)) for t in range(seeds)]
-    return dict(noise_free=star, drawn=float(np.mean(drawn)))
+    return dict(noise_free=star, guarded=guarded, drawn=float(np.mean(drawn)))
 
 
 def measure_cell(job) -> dict:
@@ -271,10 +277,15 @@ def summarise(results, dpcomp, recorder) -> None:
               f"median {np.median(ratios_dp):.3f}, worst {ratios_dp.max():.3f}")
     parts = [r for r in results if "partitions" in r]
     if parts:
-        print("\nDAWA's drawn partition over the noise-free partition at the same price (error = bias + noise of the release):")
+        print("\nDAWA's drawn partition over the noise-free partition at the same price (error = bias + noise of the release);"
+              "\nfor intervals split into the guards' price without noise (guarded/noise-free) and where the noise"
+              "\nplaces boundaries (drawn/guarded):")
         for r in parts:
             q = r["partitions"]
-            print(f"  {r['cell']:34s} noise-free {q['noise_free']:10.4g}  drawn/noise-free {q['drawn'] / q['noise_free']:7.2f}")
+            line = f"  {r['cell']:34s} noise-free {q['noise_free']:10.4g}  drawn/noise-free {q['drawn'] / q['noise_free']:7.2f}"
+            if q.get("guarded"):
+                line += f"  guarded/noise-free {q['guarded'] / q['noise_free']:7.2f}  drawn/guarded {q['drawn'] / q['guarded']:6.2f}"
+            print(line)
 
 
 def main() -> None:

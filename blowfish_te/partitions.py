@@ -175,16 +175,21 @@ def dawa_partition(
     return pieces.labels(pieces.tiling(penalty / epsilon2, guard * 2.0 / epsilon, (epsilon, check_rng(rng)))[0])
 
 
-def noise_free_partition(x, epsilon2: float, *, penalty: float = 1.0, max_length: int | None = None) -> np.ndarray:
+def noise_free_partition(x, epsilon2: float, *, penalty: float = 1.0, max_length: int | None = None,
+                         guarded_at: float | None = None) -> np.ndarray:
     """The noiseless twin of :func:`dawa_partition`: the tiling of least score Σ_b dev(b) +
     (#buckets)·``penalty``/ε₂ over the same pieces, without noise and without guards — DAWA's own
-    optimum of its cost model at the same bucket price. Not private: a reference to measure how
-    far a drawn partition is from what the data would give without noise."""
+    optimum of its cost model at the same bucket price. With ``guarded_at`` = ε₁ every piece also
+    pays the guard :func:`dawa_partition` adds at that ε₁, still without noise: the drawn partition
+    over this one measures where the noise places boundaries, this one over the unguarded optimum
+    what the guards cost. Not private: references to measure how far a drawn partition is from
+    what the data would give without noise."""
     x = _ordered_counts(x)
     epsilon2 = check_epsilon(epsilon2, "epsilon2")
     penalty = check_real(penalty, "penalty", minimum=0)
+    unit = 0.0 if guarded_at is None else 2.0 / check_epsilon(guarded_at, "guarded_at")
     pieces = _DawaPieces(x, max_length)
-    return pieces.labels(pieces.tiling(penalty / epsilon2, 0.0, None)[0])
+    return pieces.labels(pieces.tiling(penalty / epsilon2, unit, None)[0])
 
 
 def tree_cost(x, price: float, guard: float = 0.0) -> float:

@@ -266,6 +266,14 @@ def test_noise_free_partition_is_a_least_score_tiling(x, epsilon2, penalty, max_
     assert tuple(labels.tolist()) in optimal
 
 
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=8), _EPS2, _PRICES, st.sampled_from([0.5, 2.0, 8.0]))
+@settings(max_examples=60, deadline=None, database=None)
+def test_guarded_noise_free_partition_is_a_least_score_tiling_with_the_guards(x, epsilon2, penalty, epsilon1):
+    """With ``guarded_at`` = ε₁ every piece pays dawa_partition's guard in units of 2/ε₁ (brute force)."""
+    _, optimal = _optimum(x, penalty / epsilon2, 2.0 / epsilon1, _default_length(len(x)))
+    assert tuple(noise_free_partition(x, epsilon2, penalty=penalty, guarded_at=epsilon1).tolist()) in optimal
+
+
 def test_noise_free_partition_targeted_pieces():
     """Cases whose optimum is a single kind of piece (suffix and prefix runs with and without a
     rest bucket, whole end pieces, dyadic runs), each checked against the brute force."""
@@ -295,6 +303,11 @@ def test_noise_free_partition_known_partitions():
     assert noise_free_partition([4, 4, 4, 4], 0.5).tolist() == [0, 0, 0, 0]
     # no price: every cell its own bucket costs nothing, and ties go to longer pieces only at equal score
     assert noise_free_partition([1, 9, 1, 9], 1.0, penalty=0.0).max() == 3
+    # the guards' price: a spike of 30 keeps its own bucket unguarded, not where a piece costs 3.5 · 2/0.1 = 70
+    assert noise_free_partition([30, 0, 0, 0, 0, 0], 1.0, max_length=8, guarded_at=10.0).tolist() == [0, 1, 1, 1, 1, 1]
+    assert noise_free_partition([30, 0, 0, 0, 0, 0], 1.0, max_length=8, guarded_at=0.1).tolist() == [0] * 6
+    with pytest.raises(ValueError, match="guarded_at"):
+        noise_free_partition([1, 2], 1.0, guarded_at=0.0)
 
 
 # --------------------------------------------------------------------------------------------
