@@ -27,7 +27,9 @@ of dyadic buckets alone on ADULT, INCOME, MEDCOST and NETTRACE at 10³ records, 
 several sets at 10⁵–10⁷, at most 1.06 times elsewhere; a rare seed whose largest draw falls where
 few buckets isolate it costs a flat histogram at 10³ records and ε = 0.01 up to 1.6 times over 40
 seeds (MSE 1.3 to 2.2, against 21,256 for the counts themselves). End buckets of any length were
-4–100 times worse on flat histograms. Two safeguards come from measurement on DPBench shapes (``benchmarks/datadependent_report.py``):
+4–100 times worse on flat histograms.
+
+Two safeguards come from measurement on DPBench shapes (``benchmarks/datadependent_report.py``):
 a minimum over many tilings favours the ones whose noise happens to fit, so merges are credited
 only κ = 0.8 of the noise they remove; and the estimate is clipped at 0 (counts are non-negative,
 so clipping never increases any cell's error).
@@ -108,8 +110,8 @@ def segment(y, noise: CellNoise) -> np.ndarray:
     if unit == 0:
         return np.arange(k, dtype=np.int64)
     risk_of = _IntervalRisks(y, noise)
-    risks = _bucket_risks(y, noise)
-    prefix, suffix = _end_risks(risk_of, k)
+    risks = risk_of.dyadic()
+    prefix, suffix = risk_of.ends()
     best = None
     for price in _PATH:
         extra = price * unit
@@ -139,6 +141,7 @@ class _IntervalRisks:
 
     def __init__(self, y: np.ndarray, noise: CellNoise):
         self.noise = noise
+        self.size = y.size
         self.first = np.concatenate([[0.0], np.cumsum(y)])
         self.second = np.concatenate([[0.0], np.cumsum(y * y)])
         self.trace = np.concatenate([[0.0], np.cumsum(noise.cell_variances())])
@@ -149,22 +152,20 @@ class _IntervalRisks:
         spread = self.second[b] - self.second[a] - (self.first[b] - self.first[a]) ** 2 / n
         return spread - CREDIT * (self.trace[b] - self.trace[a] - mean_noise) + mean_noise
 
+    def dyadic(self) -> dict[int, np.ndarray]:
+        """{n: risk of the bucket [a, a + n) for every start a} for dyadic n."""
+        k = self.size
+        return {n: self(np.arange(k - n + 1), np.arange(n, k + 1)) for n in (1 << j for j in range(k.bit_length()))}
 
-def _end_risks(risk_of: _IntervalRisks, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(risk of [0, stop) at index stop - 1, risk of [start, k) at index start), infinite for end
-    buckets shorter than ⌈k/2⌉ (the module docstring)."""
-    half = (k + 1) // 2
-    prefix = np.full(k, np.inf)
-    suffix = np.full(k, np.inf)
-    stops = np.arange(half, k + 1)
-    prefix[stops - 1] = risk_of(np.zeros(stops.size, dtype=np.int64), stops)
-    starts = np.arange(k - half + 1)
-    suffix[starts] = risk_of(starts, np.full(starts.size, k))
-    return prefix, suffix
-
-
-def _bucket_risks(y: np.ndarray, noise: CellNoise) -> dict[int, np.ndarray]:
-    """{n: risk of the bucket [a, a + n) for every start a} for dyadic n (module docstring)."""
-    k = y.size
-    risk_of = _IntervalRisks(y, noise)
-    return {n: risk_of(np.arange(k - n + 1), np.arange(n, k + 1)) for n in (1 << j for j in range(k.bit_length()))}
+    def ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """(risk of [0, stop) at index stop - 1, risk of [start, K) at index start), infinite for
+        end buckets shorter than ⌈K/2⌉."""
+        k = self.size
+        half = (k + 1) // 2
+        prefix = np.full(k, np.inf)
+        suffix = np.full(k, np.inf)
+        stops = np.arange(half, k + 1)
+        prefix[stops - 1] = self(np.zeros(stops.size, dtype=np.int64), stops)
+        starts = np.arange(k - half + 1)
+        suffix[starts] = self(starts, np.full(starts.size, k))
+        return prefix, suffix

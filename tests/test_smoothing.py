@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blowfish_te.smoothing import CellNoise, _bucket_risks, segment, smooth
+from blowfish_te.smoothing import CellNoise, _IntervalRisks, segment, smooth
 
 # -- noise models ------------------------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ def test_bucket_risks_are_the_docstring_formula_for_every_dyadic_bucket(kind):
     y = np.array([0.0, 3.0, -1.5, 7.0, 2.0, 0.0, 4.5, 1.0, 6.0, -2.0])
     noise = CellNoise(kind, 1.5, y.size)
     cov = _covariance(noise)
-    risks = _bucket_risks(y, noise)
+    risks = _IntervalRisks(y, noise).dyadic()
     assert sorted(risks) == [1, 2, 4, 8]
     for n, values in risks.items():
         assert values.size == y.size - n + 1
@@ -185,6 +185,30 @@ def test_bucket_risks_are_the_docstring_formula_for_every_dyadic_bucket(kind):
             part, block = y[a : a + n], cov[a : a + n, a : a + n]
             expected = ((part - part.mean()) ** 2).sum() - 0.8 * (np.trace(block) - block.sum() / n) + block.sum() / n
             assert value == pytest.approx(expected, rel=1e-12, abs=1e-12), (n, a)
+
+
+@pytest.mark.parametrize("kind", ["independent", "path"])
+@pytest.mark.parametrize("k", [9, 10])
+def test_end_bucket_risks_are_the_formula_from_half_the_domain_on(kind, k):
+    """[0, stop) and [start, K) score the docstring's risk when they hold at least ⌈K/2⌉ cells, and
+    cannot be chosen (infinite) when shorter."""
+    y = np.array([0.0, 3.0, -1.5, 7.0, 2.0, 0.0, 4.5, 1.0, 6.0, -2.0])[:k]
+    noise = CellNoise(kind, 1.5, k)
+    cov = _covariance(noise)
+    prefix, suffix = _IntervalRisks(y, noise).ends()
+
+    def formula(lo, hi):
+        part, block = y[lo:hi], cov[lo:hi, lo:hi]
+        n = hi - lo
+        return ((part - part.mean()) ** 2).sum() - 0.8 * (np.trace(block) - block.sum() / n) + block.sum() / n
+
+    half = -(-k // 2)
+    for stop in range(1, k + 1):
+        expected = formula(0, stop) if stop >= half else np.inf
+        assert prefix[stop - 1] == pytest.approx(expected, rel=1e-12, abs=1e-12), stop
+    for start in range(k):
+        expected = formula(start, k) if k - start >= half else np.inf
+        assert suffix[start] == pytest.approx(expected, rel=1e-12, abs=1e-12), start
 
 
 def test_one_path_cell_carries_no_noise():
