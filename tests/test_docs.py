@@ -28,11 +28,13 @@ def _blocks(page: pathlib.Path) -> list[str]:
     return re.findall(r"```python[^\n]*\n(.*?)```", page.read_text(), flags=re.S)
 
 
-def test_every_tutorial_is_in_the_site_and_has_code():
+def test_every_tutorial_is_in_the_site_and_on_the_home_page_and_has_code():
     config = (ROOT / "mkdocs.yml").read_text()
+    home = (DOCS / "index.md").read_text()
     assert len(TUTORIALS) == 6
     for page in TUTORIALS:
         assert f"tutorials/{page.name}" in config and _blocks(page), page.name
+        assert f"(tutorials/{page.name})" in home, f"the home page does not link {page.name}"
 
 
 def _commands(page: pathlib.Path) -> list[list[str]]:
