@@ -283,7 +283,7 @@ def summarise(results, dpcomp, recorder) -> None:
         for r in parts:
             q = r["partitions"]
             line = f"  {r['cell']:34s} noise-free {q['noise_free']:10.4g}  drawn/noise-free {q['drawn'] / q['noise_free']:7.2f}"
-            if q.get("guarded"):
+            if q.get("guarded") is not None:
                 line += f"  guarded/noise-free {q['guarded'] / q['noise_free']:7.2f}  drawn/guarded {q['drawn'] / q['guarded']:6.2f}"
             print(line)
 

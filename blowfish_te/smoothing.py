@@ -117,8 +117,8 @@ def segment(y, noise: CellNoise) -> np.ndarray:
         extra = price * unit
         tiling, _ = _best_tiling({n: r + extra for n, r in risks.items()}, prefix=prefix + extra, suffix=suffix + extra)
         buckets = len(tiling)
-        starts, stops = (np.array(column) for column in zip(*((start, stop) for _, start, stop in tiling)))
-        risk = float(risk_of(starts, stops).sum())
+        spans = np.array([(start, stop) for _, start, stop in tiling])
+        risk = float(risk_of(spans[:, 0], spans[:, 1]).sum())
         criterion = risk + unit * buckets * (PENALTY_BASE + PENALTY_SLOPE * np.log(k / buckets))
         if best is None or criterion < best[0]:
             best = (criterion, tiling)
