@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import functools
+import glob
 import json
 import os
 import pathlib
@@ -116,13 +117,26 @@ def _policy(spec: str, shape: tuple[int, ...]):
         raise SpecError(f"--policy: {err}") from None
 
 
-def _build_workload(spec: str, shape: tuple[int, ...], seed: int, ranges_file):
+def _build_workload(spec: str, shape: tuple[int, ...], seed: int, ranges_file, domain=None, ranges_in: str = "values"):
+    """The --workload, or the --ranges file's queries: 'lo,hi' per line, values of the records'
+    column (``ranges_in`` "values"; the cells a histogram file's index, which are its values) or
+    cell indices ("cells"), both ends included."""
     if ranges_file is not None:
-        bounds = np.loadtxt(ranges_file, delimiter=",", ndmin=2, dtype=np.int64)
-        if bounds.shape[1] != 2:
-            raise ValueError(f"--ranges {ranges_file}: one query per line, 'lo,hi' (inclusive cells)")
         if len(shape) != 1:
             raise ValueError("--ranges needs a 1-D domain")
+        with open(ranges_file, newline="", encoding="utf-8-sig") as f:
+            rows = [row for row in csv.reader(f) if row]
+        if not rows or any(len(row) != 2 for row in rows):
+            raise ValueError(f"--ranges {ranges_file}: one query per line, 'lo,hi' (both included), and at least one")
+        axis = None if domain is None or ranges_in == "cells" else domain.axes[0]
+        bounds = []
+        for number, (lo, hi) in enumerate(rows, start=1):
+            try:
+                bounds.append(axis.cells_of(lo, hi) if axis is not None else (int(lo), int(hi)))
+            except ValueError as err:
+                raise ValueError(f"--ranges {ranges_file}: line {number}: {err}" if axis is not None else
+                                 f"--ranges {ranges_file}: line {number}: cell indices must be integers, got {lo!r}, {hi!r}") from None
+        bounds = np.asarray(bounds, dtype=np.int64)
         return workloads.ranges(shape[0], bounds[:, 0], bounds[:, 1])
     try:
         return workloads.from_spec(spec, shape, seed)
@@ -130,15 +144,42 @@ def _build_workload(spec: str, shape: tuple[int, ...], seed: int, ranges_file):
         raise SpecError(f"--workload: {err}") from None
 
 
-def _records_domain(columns, lower, upper, width):
-    """The --column/--lower/--upper/--width options as a records domain (one axis per column)."""
+def _records_domain(columns, lower, upper, width, levels=(), bins=()):
+    """The --column options as a records domain (one axis per column, in order): a column named by
+    --levels NAME=a,b,... has those levels, one named by --bins NAME=e0,e1,... those bins, and the
+    others, in order, take one --lower/--upper (and --width, if given) each."""
     from . import io
 
-    if not (len(lower) == len(upper) == len(columns)) or (width and len(width) != len(columns)):
-        raise ValueError("give --lower and --upper (and --width, if any) once per --column, in the same order; "
-                         "the domain must not come from the data")
-    widths = width or (1,) * len(columns)
-    return io.Grid(*[io.IntegerRange(c, lo, hi, w) for c, lo, hi, w in zip(columns, lower, upper, widths)])
+    named = {}
+    for option, given in (("--levels", levels), ("--bins", bins)):
+        for text in given:
+            name, equals, values = text.partition("=")
+            if not equals or not name or not values:
+                raise ValueError(f"{option} {text!r}: give COLUMN=v1,v2,... (a --column's name, then its "
+                                 + ("levels in order)" if option == "--levels" else "increasing bin edges)"))
+            if name not in columns:
+                raise ValueError(f"{option} {text!r}: {name!r} is not a --column ({', '.join(columns)})")
+            if name in named:
+                raise ValueError(f"{option} {text!r}: {name!r} already has {named[name][0]}; give one domain per column")
+            named[name] = (option, next(csv.reader([values])))
+    integers = [c for c in columns if c not in named]
+    if not (len(lower) == len(upper) == len(integers)) or (width and len(width) != len(integers)):
+        raise ValueError(f"give --lower and --upper (and --width, if any) once per integer --column ({len(integers)} here: "
+                         f"{', '.join(integers) or 'none'}), in the same order, or --levels/--bins for category and "
+                         "real-valued columns; the domain must not come from the data")
+    ranges = iter(zip(lower, upper, width or (1,) * len(integers)))
+    axes = []
+    for column in columns:
+        if column not in named:
+            lo, hi, w = next(ranges)
+            axes.append(io.IntegerRange(column, lo, hi, w))
+            continue
+        option, values = named[column]
+        try:
+            axes.append(io.Levels(column, values) if option == "--levels" else io.Bins(column, [float(v) for v in values]))
+        except ValueError as err:
+            raise ValueError(f"{option} {column}: {err}") from None
+    return io.Grid(*axes)
 
 
 def _query_labels(workload, domain) -> list[str]:
@@ -165,21 +206,30 @@ def _check_output(output: pathlib.Path | None) -> None:
 
 
 @main.command()
-@click.argument("data", type=click.Path(exists=True, path_type=pathlib.Path))
-@click.option("--policy", "policy_spec", default="line", show_default=True,
-              help="unbounded, complete, line, threshold:θ, threshold:full or grid:θ.")
+@click.argument("data")
+@click.option("--policy", "policy_spec", default="line", show_default=True, help=policies.spec_help() + ".")
 @click.option("--epsilon", required=True, type=click.FloatRange(min=0, min_open=True), help="Privacy budget ε.")
 @click.option("--mechanism", default="identity", show_default=True, help="A name from blowfish_te.mechanisms.MECHANISMS.")
 @click.option("--workload", "workload_spec", default="identity", show_default=True,
-              help="identity, prefix, all_ranges, random_ranges:M or random_rects:M.")
-@click.option("--ranges", "ranges_file", type=click.Path(exists=True, dir_okay=False), help="CSV of 'lo,hi' range queries (overrides --workload).")
+              help=workloads.spec_help() + "; M queries drawn with --workload-seed, k-way marginals.")
+@click.option("--ranges", "ranges_file", type=click.Path(exists=True, dir_okay=False),
+              help="CSV of 'lo,hi' range queries, both ends included (overrides --workload; 1-D): values of the "
+                   "--column (integers, bin edges [lo, hi) of --bins, or levels), or cell indices with --ranges-in cells. "
+                   "A histogram file's values are its cell indices.")
+@click.option("--ranges-in", type=click.Choice(["values", "cells"]), default="values", show_default=True,
+              help="What the --ranges file holds: the --column's values or cell indices.")
 @click.option("--workload-seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of random workloads.")
 @click.option("--tree", help="Spanning tree for a cyclic policy (e.g. bfs, hub, snake); default: the route planner decides.")
 @click.option("--column", "columns", multiple=True,
-              help="DATA is records (CSV, Parquet or Arrow files, or a glob): count this column; repeat for a grid.")
-@click.option("--lower", type=int, multiple=True, help="Smallest value of each --column's domain.")
-@click.option("--upper", type=int, multiple=True, help="Largest value of each --column's domain.")
-@click.option("--width", type=click.IntRange(min=1), multiple=True, help="Values per cell of each --column (default 1).")
+              help="DATA is records (a CSV, Parquet or Arrow file, a glob or a folder of them; a header names the "
+                   "columns): count this column; repeat for a grid.")
+@click.option("--lower", type=int, multiple=True, help="Smallest value of each integer --column's domain.")
+@click.option("--upper", type=int, multiple=True, help="Largest value of each integer --column's domain.")
+@click.option("--width", type=click.IntRange(min=1), multiple=True, help="Values per cell of each integer --column (default 1).")
+@click.option("--levels", multiple=True, metavar="COLUMN=A,B,...",
+              help="A category --column's values, one cell each, in order (other values are refused and counted).")
+@click.option("--bins", multiple=True, metavar="COLUMN=E0,E1,...",
+              help="A real-valued --column's increasing bin edges: cells [E0, E1), [E1, E2), ..., the last closed.")
 @click.option("--outside", type=click.Choice(["error", "clamp"]), default="error", show_default=True,
               help="Records outside --lower..--upper: refuse, or clamp to the nearest bound.")
 @click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
@@ -200,9 +250,13 @@ def _check_output(output: pathlib.Path | None) -> None:
 @click.option("--dataset", "dataset_name", help="The dataset's name in the ledger (default: DATA's absolute path).")
 @click.option("--quiet", is_flag=True,
               help="No plan summary and no progress on standard error (record counts and notes are still written).")
-def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workload_seed, tree, columns, lower, upper, width,
-        outside, engine, seed, output, fmt, plan_only, ledger, total, dataset_name, quiet):
+def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, ranges_in, workload_seed, tree, columns, lower,
+        upper, width, levels, bins, outside, engine, seed, output, fmt, plan_only, ledger, total, dataset_name, quiet):
     """Answer a workload on DATA (a .npy/.csv histogram, or records with --column) privately.
+
+    Records are a CSV, Parquet or Arrow file, a glob ('big_*.csv') or a folder of them, with a
+    header naming the columns. Each --column's domain is given, never read from the data: integers
+    (--lower/--upper/--width), categories (--levels) or real-valued bins (--bins).
 
     The release is planned first, from the domain alone (--column's --lower/--upper/--width, or a
     histogram file's shape), and the plan goes to standard error before anything else; --plan
@@ -233,15 +287,19 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
         _check_output(output)
         domain = None
         if columns:
-            domain = _records_domain(columns, lower, upper, width)
+            domain = _records_domain(columns, lower, upper, width, levels, bins)
             shape = tuple(domain.shape)
         else:
-            if lower or upper or width:
-                raise ValueError("--lower/--upper/--width apply to records (--column); a histogram's cells are its domain")
-            if data.is_dir():
-                raise ValueError(f"{data}: a histogram is a .npy or .csv file; records need --column")
+            if lower or upper or width or levels or bins:
+                raise ValueError("--lower/--upper/--width/--levels/--bins apply to records (--column); a histogram's "
+                                 "cells are its domain")
+            if pathlib.Path(data).is_dir() or glob.has_magic(data):
+                raise ValueError(f"{data}: a histogram is one .npy or .csv file; records (a glob or a folder of files) "
+                                 "need --column")
+            if not pathlib.Path(data).exists():
+                raise ValueError(f"{data}: no such file")
             shape = io.histogram_shape(data)
-        workload = _build_workload(workload_spec, shape, workload_seed, ranges_file)
+        workload = _build_workload(workload_spec, shape, workload_seed, ranges_file, domain, ranges_in)
         the_plan = make_plan(workload, _policy(policy_spec, shape), epsilon, mechanism, tree=tree)
         if plan_only:
             _write_plan(the_plan, fmt or "text", output)
@@ -252,12 +310,12 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
             from .ledger import Ledger
 
             book = Ledger(ledger)
-            dataset = dataset_name or str(data.resolve())
+            dataset = dataset_name or os.path.abspath(data)
             charge = book.reserve(dataset, epsilon, the_plan.policy.name, the_plan.mechanism.name, workload.name, total)
             left = book.budget(dataset)
             click.echo(f"ledger: charged ε = {epsilon:g} to {dataset!r} ({left.spent:g} of {left.total:g} spent)", err=True)
         if columns:  # the files and their headers, checked before any record is read
-            files = io.engines.check_files(str(data), domain, engine)
+            files = io.engines.check_files(data, domain, engine)
             megabytes = sum(os.path.getsize(f) for f in files) / 1e6
     except BaseException as err:
         if charge is not None:  # no record was read: nothing about the data left the run
@@ -270,7 +328,7 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, workl
             marginals = the_plan.marginals_read()  # a plan that reads marginals only: never the grid
             with Progress("counting records", total=megabytes, unit="MB", enabled=not quiet) as bar:
                 count = io.histogram if marginals is None else functools.partial(io.marginal_counts, marginals=marginals)
-                result = count(str(data), domain, outside=outside, engine=engine,
+                result = count(files, domain, outside=outside, engine=engine,
                                progress=lambda fraction: bar.update(fraction * megabytes))
             x = result.counts
             click.echo(f"records: {result.summary()} (exact counts, not private)", err=True)
@@ -509,11 +567,11 @@ def _shape(text: str) -> tuple[int, ...]:
 @main.command()
 @click.option("--shape", "shape_text", required=True, help="The domain: cells (4096) or a grid (128x128). No data is read.")
 @click.option("--workload", "workload_spec", default="prefix", show_default=True,
-              help="identity, prefix, all_ranges, random_ranges:M or random_rects:M.")
+              help=workloads.spec_help() + "; M queries drawn with --workload-seed, k-way marginals.")
 @click.option("--workload-seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of random workloads.")
 @click.option("--policy", "policy_specs", multiple=True,
-              help="A candidate policy (repeatable). Default: unbounded, line and threshold:4/16/64 in 1-D; "
-                   "unbounded and grid:1/4/16 in 2-D.")
+              help="A candidate policy (repeatable): " + policies.spec_help() + ". Default: unbounded, line and "
+                   "threshold:4/16/64 in 1-D; unbounded and grid:1/4/16 in 2-D.")
 @click.option("--epsilon", "epsilons", multiple=True, type=click.FloatRange(min=0, min_open=True),
               help="ε to compare (repeatable). Default: 0.1, 0.5, 1.")
 @click.option("--mechanism", default="hb", show_default=True, help="A data-independent mechanism (its error is analytic).")

@@ -47,6 +47,7 @@ __all__ = [
     "from_spec",
     "PolicySpec",
     "SPEC_FORMS",
+    "spec_help",
     "SPEC_KINDS",
 ]
 
@@ -689,7 +690,15 @@ SPEC_KINDS = {
                            full=True),
     "grid": _SpecKind(True, None, "", lambda shape, theta: grid(shape, theta)),
 }
-SPEC_FORMS = ("unbounded", "complete", "attribute", "line", "threshold:θ", "threshold:full", "grid:θ")
+#: Every spec text a family of :data:`SPEC_KINDS` takes, in its order: ``kind``, ``kind:θ``, ``kind:full``.
+SPEC_FORMS = tuple(form for kind, family in SPEC_KINDS.items()
+                   for form in ([f"{kind}:θ"] + ([f"{kind}:full"] if family.full else []) if family.takes_theta else [kind]))
+
+
+def spec_help() -> str:
+    """The policy specs of :data:`SPEC_KINDS` in one line, the 1-D ones marked (the CLI's help)."""
+    forms = [f"{form} (1-D)" if SPEC_KINDS[form.partition(":")[0]].ndim == 1 else form for form in SPEC_FORMS]
+    return ", ".join(forms[:-1]) + " or " + forms[-1]
 
 
 @dataclass(frozen=True)

@@ -133,3 +133,120 @@ def test_run_writes_csv_with_formulas_escaped_and_negative_answers_as_numbers(tm
     assert [row[1] for row in rows[1:]] == ["'=cmd|' /C calc'!A0", "'+x", "'-0..-1", "'@SUM(A1)", "-4", "5"]
     assert [row[2] for row in rows] == [row[2] for row in cells]  # the answers, negative ones too, unchanged
     assert [row[3:] for row in rows] == [row[3:] for row in cells]
+
+
+def _release(args, tmp_path):
+    """Run ``blowfish-te run`` in ``tmp_path``; (exit code, parsed JSON or None, output)."""
+    import json
+    import os
+
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        result = CliRunner().invoke(main, ["run", *map(str, args), "--epsilon", "1", "--seed", "0", "--quiet"])
+    finally:
+        os.chdir(here)
+    body = result.stdout if hasattr(result, "stdout") else result.output
+    try:
+        return result.exit_code, json.loads(body[body.index("{"):]), result.output
+    except ValueError:
+        return result.exit_code, None, result.output
+
+
+def _records(tmp_path, name, rows, header="age,city,income"):
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(header + "\n" + "".join(r + "\n" for r in rows))
+    return path
+
+
+def test_run_counts_a_glob_and_a_folder_of_records_like_their_files(tmp_path):
+    _records(tmp_path, "part_1.csv", ["3,NY,10.5", "5,SF,20"])
+    _records(tmp_path, "part_2.csv", ["3,LA,35.2"])
+    _records(tmp_path, "out/part_1.csv", ["3,NY,10.5", "5,SF,20"])
+    _records(tmp_path, "out/part_2.csv", ["3,LA,35.2"])
+    (tmp_path / "out" / "_SUCCESS").write_text("")  # what Spark writes beside its output
+    args = ["--column", "age", "--lower", "0", "--upper", "9", "--policy", "unbounded"]
+    code, by_glob, _ = _release(["part_*.csv", *args], tmp_path)
+    assert code == 0
+    code, by_folder, _ = _release(["out", *args], tmp_path)
+    assert code == 0 and by_folder["answers"] == by_glob["answers"]  # same counts, same seed
+    np.save(tmp_path / "hist.npy", np.array([0, 0, 0, 2, 0, 1, 0, 0, 0, 0]))  # the three records' histogram
+    code, by_histogram, _ = _release(["hist.npy", "--policy", "unbounded"], tmp_path)
+    assert code == 0 and by_histogram["answers"] == by_glob["answers"]  # every record of both files counted
+    (tmp_path / "out" / "notes.txt").write_text("3\n")
+    code, _, output = _release(["out", *args], tmp_path)
+    assert code == 1 and "notes.txt" in output and "out/*.csv" in output
+    code, _, output = _release(["nothing_*.csv", *args], tmp_path)
+    assert code == 1 and "no file matches" in output
+    code, _, output = _release(["part_*.csv", "--policy", "unbounded"], tmp_path)
+    assert code == 1 and "need --column" in output
+
+
+def test_run_counts_category_and_real_columns_with_levels_and_bins(tmp_path):
+    _records(tmp_path, "people.csv", ["3,NY,10.5", "5,SF,20", "3,LA,99.5", "4,NY,50"])
+    code, out, _ = _release(["people.csv", "--column", "city", "--levels", "city=NY,SF,LA", "--column", "income",
+                             "--bins", "income=0,10,50,100", "--column", "age", "--lower", "0", "--upper", "9",
+                             "--policy", "unbounded", "--workload", "marginals:1"], tmp_path)
+    assert code == 0
+    assert out["plan"]["workload"] == "all 1-way marginals((3, 3, 10))"
+    labels = out["queries"]
+    assert labels[:3] == [f"city={c} & income in [0, 100] & age=0..9" for c in ("NY", "SF", "LA")]
+    assert labels[3:6] == [f"city in NY..LA & income in {b} & age=0..9" for b in ("[0, 10)", "[10, 50)", "[50, 100]")]
+    code, _, output = _release(["people.csv", "--column", "city", "--levels", "city=NY,SF"], tmp_path)
+    assert code == 1 and "1 not one of the levels" in output and "'LA'" in output  # refused and counted, not dropped
+    code, _, output = _release(["people.csv", "--column", "income", "--lower", "0", "--upper", "99"], tmp_path)
+    assert code == 1 and "io.Bins (--bins COLUMN=E0,E1,...)" in output
+    for args, message in [
+        (["--column", "city", "--levels", "town=NY"], "'town' is not a --column"),
+        (["--column", "city", "--levels", "city"], "COLUMN=v1,v2"),
+        (["--column", "income", "--bins", "income=5,1"], "--bins income: edges must be"),
+        (["--column", "city", "--levels", "city=A", "--bins", "city=0,1"], "already has --levels"),
+        (["--column", "city", "--levels", "city=A", "--lower", "0", "--upper", "1"], "(0 here: none)"),
+    ]:
+        code, _, output = _release(["people.csv", *args], tmp_path)
+        assert code == 1 and message in output, (args, output)
+
+
+def test_run_refuses_records_without_column_and_records_without_header(tmp_path):
+    _records(tmp_path, "people.csv", ["3,NY,10.5"])
+    code, _, output = _release(["people.csv"], tmp_path)
+    assert code == 1 and "first line names columns (age, city, income)" in output and "--column" in output
+    (tmp_path / "ages.csv").write_text("3\n5\n")
+    code, _, output = _release(["ages.csv", "--column", "age", "--lower", "0", "--upper", "9"], tmp_path)
+    assert code == 1 and "holds values, not column names" in output and "'age'" in output
+    code, _, output = _release(["missing.csv"], tmp_path)
+    assert code == 1 and "missing.csv: no such file" in output
+
+
+def test_run_reads_ranges_in_the_column_s_values_unless_told_cells(tmp_path):
+    _records(tmp_path, "people.csv", ["12,NY,1", "13,NY,1", "15,NY,1"])
+    (tmp_path / "ranges.csv").write_text("12,13\n10,19\n")
+    domain = ["--column", "age", "--lower", "10", "--upper", "19", "--width", "2", "--policy", "unbounded"]
+    code, values, _ = _release(["people.csv", *domain, "--ranges", "ranges.csv"], tmp_path)
+    assert code == 0 and values["queries"] == ["age=12..13", "age=10..19"]
+    (tmp_path / "cells.csv").write_text("1,1\n0,4\n")
+    code, cells, _ = _release(["people.csv", *domain, "--ranges", "cells.csv", "--ranges-in", "cells"], tmp_path)
+    assert code == 0 and cells["queries"] == values["queries"] and cells["answers"] == values["answers"]
+    (tmp_path / "cut.csv").write_text("12,14\n")
+    code, _, output = _release(["people.csv", *domain, "--ranges", "cut.csv"], tmp_path)
+    assert code == 1 and "line 1" in output and "cuts through a cell of 2 values" in output
+    (tmp_path / "levels.csv").write_text("SF,LA\n")
+    code, out, _ = _release(["people.csv", "--column", "city", "--levels", "city=NY,SF,LA", "--policy", "unbounded",
+                             "--ranges", "levels.csv"], tmp_path)
+    assert code == 0 and out["queries"] == ["city in SF..LA"]
+
+
+def test_run_help_lists_every_policy_and_workload_spec_of_the_tables():
+    from blowfish_te import policies, workloads
+
+    text = " ".join(CliRunner().invoke(main, ["run", "--help"], terminal_width=1000).output.split())
+    assert policies.SPEC_FORMS == ("unbounded", "complete", "attribute", "line", "threshold:θ", "threshold:full", "grid:θ")
+    assert set(workloads.SPEC_FORMS) >= {"marginals:k", "dpbench_ranges:M", "random_rects:M"}
+    assert len(workloads.SPEC_FORMS) == len(workloads.SPEC_KINDS)
+    for form in (*policies.SPEC_FORMS, *workloads.SPEC_FORMS):
+        assert re.search(rf"(^|[ ,]){re.escape(form)}([ ,.;]|$)", text), form
+    for form in policies.SPEC_FORMS:  # every form the help names parses
+        policies.PolicySpec.parse(form.replace("θ", "4"))
+    for form in workloads.SPEC_FORMS:
+        workloads.from_spec(form.replace(":M", ":5").replace(":k", ":1"), (8,) if "rects" not in form else (4, 4))

@@ -530,3 +530,51 @@ def test_marginal_counts_refuse_what_the_histogram_refuses(dirty):
 def test_marginal_counts_arguments_name_what_is_wrong(call, error, message):
     with pytest.raises(error, match=message):
         call([io.IntegerRange("a", 0, 3), io.IntegerRange("b", 0, 3)])
+
+
+def test_cells_of_inverts_the_labels_of_every_axis():
+    from blowfish_te import io as bio
+
+    for axis in (bio.IntegerRange("age", -3, 9, 1), bio.IntegerRange("age", -3, 9, 4), bio.Bins("x", [0, 0.5, 2, 10]),
+                 bio.Levels("c", ["b", "a", "c"])):
+        for a in range(axis.size):
+            for b in range(a, axis.size):
+                label = axis.label(a, b)
+                if isinstance(axis, bio.IntegerRange):
+                    values = label.split("=")[1].split("..")
+                    lo, hi = values[0], values[-1]
+                elif isinstance(axis, bio.Bins):
+                    lo, hi = label.split("[")[1].rstrip(")]").split(", ")
+                else:
+                    lo, hi = (label.split("=")[1],) * 2 if a == b else label.split(" in ")[1].split("..")
+                assert axis.cells_of(lo, hi) == (a, b), (axis, label)
+    ages = bio.IntegerRange("age", -3, 9, 4)  # cells -3..0, 1..4, 5..8, 9
+    with pytest.raises(ValueError, match="cuts through a cell of 4 values"):
+        ages.cells_of("-2", "4")
+    with pytest.raises(ValueError, match="must lie in -3..9"):
+        ages.cells_of("5", "10")
+    with pytest.raises(ValueError, match="one bin edge to a later one"):
+        bio.Bins("x", [0, 1, 2]).cells_of("1", "1")
+    with pytest.raises(ValueError, match="runs backwards"):
+        bio.Levels("c", ["b", "a"]).cells_of("a", "b")
+
+
+def test_a_folder_of_records_is_its_record_files(tmp_path):
+    from blowfish_te.io.sources import files_of
+
+    (tmp_path / "b.csv").write_text("age\n1\n")
+    (tmp_path / "a.csv").write_text("age\n2\n")
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / ".hidden.csv").write_text("age\n3\n")
+    (tmp_path / "sub").mkdir()
+    assert files_of(tmp_path) == [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    (tmp_path / "c.parquet").write_bytes(b"")
+    with pytest.raises(ValueError, match="files of one format only"):
+        files_of(tmp_path)
+    (tmp_path / "c.parquet").unlink()
+    (tmp_path / "readme.txt").write_text("")
+    with pytest.raises(ValueError, match=r"not CSV, Parquet or Arrow records \(readme.txt\)"):
+        files_of(tmp_path)
+    empty = tmp_path / "sub"
+    with pytest.raises(ValueError, match="holds no CSV"):
+        files_of(empty)

@@ -270,7 +270,7 @@ def test_a_file_gone_before_it_is_read_is_refunded(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("options, message", [
-    (["--column", "age", "--lower", "0"], "give --lower and --upper (and --width, if any) once per --column"),
+    (["--column", "age", "--lower", "0"], "give --lower and --upper (and --width, if any) once per integer --column"),
     (["--column", "age", "--lower", "0", "--upper", "9", "--workload", "nonsense"], "--workload: "),
 ], ids=["no --upper", "unknown workload"])
 def test_bad_options_charge_nothing(tmp_path, options, message):

@@ -86,6 +86,11 @@ class Axis:
         """The values of cells lo..hi (inclusive), as a query label."""
         raise NotImplementedError
 
+    def cells_of(self, lo: str, hi: str) -> tuple[int, int]:
+        """The cells (first, last) that hold exactly the values from ``lo`` to ``hi``, given as text
+        (the inverse of :meth:`label`); a ValueError when the values cut through a cell."""
+        raise NotImplementedError
+
 
 def _check_column(column) -> str:
     if not isinstance(column, str) or not column:
@@ -237,6 +242,19 @@ class IntegerRange(_Numeric):
     def describe(self) -> str:
         return f"{self.column}: integers {self.lower}..{self.upper}" + (f" in bins of {self.width}" if self.width > 1 else "")
 
+    def cells_of(self, lo: str, hi: str) -> tuple[int, int]:
+        """Integers lo..hi (inclusive) inside lower..upper, lo the first value of a cell and hi the last."""
+        try:
+            a, b = int(lo), int(hi)
+        except ValueError:
+            raise ValueError(f"{self.column}: the range {lo}..{hi} must be two integers") from None
+        if not self.lower <= a <= b <= self.upper:
+            raise ValueError(f"{self.column}: the range {a}..{b} must lie in {self.lower}..{self.upper} with its ends in order")
+        if (a - self.lower) % self.width or not (b == self.upper or (b - self.lower + 1) % self.width == 0):
+            raise ValueError(f"{self.column}: the range {a}..{b} cuts through a cell of {self.width} values "
+                             f"(cells start at {self.lower} + a multiple of {self.width})")
+        return (a - self.lower) // self.width, (b - self.lower) // self.width
+
 
 @dataclass(frozen=True)
 class Bins(_Numeric):
@@ -288,6 +306,17 @@ class Bins(_Numeric):
     def describe(self) -> str:
         return f"{self.column}: {self.size} bins from {self.lower:g} to {self.upper:g}"
 
+    def cells_of(self, lo: str, hi: str) -> tuple[int, int]:
+        """The values [lo, hi) (closed at the last edge), lo and hi two edges with lo < hi."""
+        try:
+            a, b = float(lo), float(hi)
+        except ValueError:
+            raise ValueError(f"{self.column}: the range [{lo}, {hi}) must be two numbers") from None
+        if a not in self.edges or b not in self.edges or not a < b:
+            raise ValueError(f"{self.column}: the range [{lo}, {hi}) must run from one bin edge to a later one; "
+                             f"edges: {', '.join(f'{e:g}' for e in self.edges)}")
+        return self.edges.index(a), self.edges.index(b) - 1
+
 
 @dataclass(frozen=True)
 class Levels(Axis):
@@ -329,6 +358,18 @@ class Levels(Axis):
 
     def describe(self) -> str:
         return f"{self.column}: {self.size} levels"
+
+    def cells_of(self, lo: str, hi: str) -> tuple[int, int]:
+        """The levels from ``lo`` to ``hi`` in the domain's order."""
+        index = {level: i for i, level in enumerate(self.levels)}
+        missing = [t for t in (lo.strip(), hi.strip()) if t not in index]
+        if missing:
+            raise ValueError(f"{self.column}: no level {missing[0]!r}; levels: {', '.join(self.levels[:10])}"
+                             f"{', ...' if self.size > 10 else ''}")
+        a, b = index[lo.strip()], index[hi.strip()]
+        if a > b:
+            raise ValueError(f"{self.column}: the range {lo}..{hi} runs backwards in the levels' order")
+        return a, b
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,21 @@ def _few_values(grid: Grid) -> bool:
 def _check_columns(columns, grid: Grid, where: str) -> None:
     check_unique_columns(columns, where)
     missing = [c for c in grid.columns if c not in columns]
+    if missing and columns and all(_number_like(c) for c in columns):
+        raise ValueError(f"{where}: its first line ({', '.join(map(str, columns[:5]))}) holds values, not column names: "
+                         f"a file of records needs a header line naming its columns (here {', '.join(map(repr, missing))})")
     if missing:
         raise ValueError(f"{where}: no column {', '.join(map(repr, missing))}; columns: {', '.join(map(str, columns))}")
+
+
+def _number_like(name) -> bool:
+    """Whether a header field reads as a number (or is blank): a record's value, not a column's name."""
+    text = str(name).strip()
+    try:
+        float(text)
+    except ValueError:
+        return text == ""
+    return True
 
 
 def check_files(source, domain, engine: str = "duckdb") -> list[str]:

@@ -154,6 +154,9 @@ def _account(groups: np.ndarray, examples, grid: Grid, outside: str, made: str =
         hint = ""
         if outside == "error" and outside_found:
             hint = "; pass outside='clamp' (--outside clamp) to move numbers outside the domain to its edge"
+        if (status == INVALID).any():
+            hint += ("; count a category column with io.Levels (--levels COLUMN=A,B,...) and real values with io.Bins "
+                     "(--bins COLUMN=E0,E1,...)")
         raise RecordError(f"{rows} record(s) read, some cannot be counted, {made}: " + "; ".join(problems) + hint)
     out = (status != OK).any(axis=1)
     below = int(count[out & (status == BELOW).any(axis=1)].sum())

@@ -52,11 +52,19 @@ def suffix(path: str) -> str:
 
 
 def files_of(source) -> list[str]:
-    """The files of a path, a glob or a list of them; all of one format."""
+    """The files of a path, a glob, a folder or a list of them; all of one format.
+
+    A folder holds the files of records directly in it (not in sub-folders): every CSV, Parquet or
+    Arrow file, skipping hidden names and names starting with ``_`` (``_SUCCESS`` and the like that
+    Spark and Hadoop write beside their output). Any other file in it is refused by name rather
+    than skipped, for it may hold records under another suffix."""
     items = [source] if isinstance(source, (str, pathlib.Path)) else list(source)
     files: list[str] = []
     for item in items:
         item = str(item)
+        if pathlib.Path(item).is_dir():
+            files += _folder_files(item)
+            continue
         found = sorted(glob.glob(item)) if glob.has_magic(item) else [item]
         if not found:
             raise ValueError(f"source {item!r}: no file matches")
@@ -68,6 +76,21 @@ def files_of(source) -> list[str]:
     if len(kinds) > 1:
         raise ValueError(f"source: files of one format only, got {sorted(kinds)}")
     return files
+
+
+def _folder_files(folder: str) -> list[str]:
+    """The files of records in ``folder`` (see :func:`files_of`)."""
+    entries = sorted(p for p in pathlib.Path(folder).iterdir() if not p.name.startswith((".", "_")))
+    files = [p for p in entries if p.is_file() and p.name.lower().endswith((*_CSV, *_PARQUET, *_ARROW))]
+    others = [p.name for p in entries if p.is_file() and p not in files]
+    if others:
+        raise ValueError(f"source {folder!r}: the folder holds files that are not CSV, Parquet or Arrow records "
+                         f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}); give a glob such as "
+                         f"'{folder.rstrip('/')}/*.csv' to choose the files")
+    if not files:
+        raise ValueError(f"source {folder!r}: the folder holds no CSV ({', '.join(_CSV)}), Parquet "
+                         f"({', '.join(_PARQUET)}) or Arrow IPC ({', '.join(_ARROW)}) file")
+    return [str(p) for p in files]
 
 
 def kind(suffix: str) -> str:
@@ -145,6 +168,8 @@ def histogram_shape(path) -> tuple[int, ...]:
         for lines, row in enumerate(csv.reader(f), start=1):
             if not row:
                 raise RecordError(f"{path}: line {lines} is blank; {_CSV_HISTOGRAM}")
+            if lines == 1:
+                _refuse_header(path, row)
             counts.add(len(row))
     if len(counts) > 1:
         raise RecordError(f"{path}: the lines hold different numbers of fields {sorted(counts)}")
@@ -152,6 +177,25 @@ def histogram_shape(path) -> tuple[int, ...]:
     if not lines:
         raise RecordError(f"{path}: no counts (an empty histogram file)")
     return (lines,) if fields == 1 else ((fields,) if lines == 1 else (lines, fields))
+
+
+def _refuse_header(path, fields: list[str]) -> None:
+    """Refuse a histogram CSV whose first line names columns: it is a file of records, whose
+    columns must be named to be counted (a histogram holds numbers only)."""
+    texts = [field.strip() for field in fields]
+    names = [t for t in texts if t.lower() not in MISSING_TEXTS and not _is_number(t)]
+    if names:
+        raise RecordError(f"{path}: its first line names columns ({', '.join(texts[:5])}{', ...' if len(texts) > 5 else ''}), "
+                          f"so it holds records, not a histogram: count one with --column (in Python, "
+                          f"blowfish_te.io.histogram); {_CSV_HISTOGRAM}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_histogram(path) -> np.ndarray:
@@ -174,6 +218,8 @@ def read_histogram(path) -> np.ndarray:
             if missing:
                 what = "is blank" if not texts else f"has a missing count in field {missing[0] + 1} ({fields[missing[0]]!r})"
                 raise RecordError(f"{path}: line {number} {what}; {_CSV_HISTOGRAM}")
+            if number == 1:
+                _refuse_header(path, fields)
             try:
                 rows.append([float(text) for text in texts])
             except ValueError:

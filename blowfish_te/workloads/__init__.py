@@ -32,6 +32,8 @@ from .rows import QueryRows
 from .stacked import Stacked
 
 __all__ = [
+    "SPEC_FORMS",
+    "spec_help",
     "Workload",
     "Boxes",
     "AllRanges",
@@ -198,6 +200,15 @@ SPEC_KINDS = {
     "marginals": _SpecKind(None, "", False, lambda shape, order, seed: all_marginals(shape, order), order=True),
 }
 KINDS = tuple(SPEC_KINDS)
+#: Every spec text of :data:`SPEC_KINDS`: ``kind``, ``kind:M`` (M random queries) or ``kind:k`` (k-way marginals).
+SPEC_FORMS = tuple(f"{kind}:k" if family.order else f"{kind}:M" if family.random else kind for kind, family in SPEC_KINDS.items())
+
+
+def spec_help() -> str:
+    """The workload specs of :data:`SPEC_KINDS` in one line, with the dimension each needs (the CLI's help)."""
+    forms = [f"{form} ({SPEC_KINDS[form.partition(':')[0]].ndim}-D)" if SPEC_KINDS[form.partition(':')[0]].ndim else form
+             for form in SPEC_FORMS]
+    return ", ".join(forms[:-1]) + " or " + forms[-1]
 
 
 def from_spec(spec, shape, seed: int = 0) -> Workload:
