@@ -73,6 +73,54 @@ def test_duckdb_progress_is_polled_while_the_query_runs():
     assert engines._reporting(Connection(), lambda: "rows", None) == "rows"
 
 
+def test_the_real_duckdb_reports_progress_while_it_counts_a_large_csv(tmp_path):
+    """DuckDB measures a query's progress only with its progress bar enabled: a file that takes
+    over a second to count must report fractions on the way, and a caller's connection keeps its
+    own settings."""
+    duckdb = pytest.importorskip("duckdb")
+    path, rows = tmp_path / "ages.csv", 25_000_000
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT (i * 7919) % 100 AS age FROM range({rows}) t(i)) TO '{path}' (HEADER)")
+    seen = []
+    started = time.monotonic()
+    result = io.histogram(str(path), io.IntegerRange("age", 0, 99), progress=seen.append)
+    took = time.monotonic() - started
+    assert result.counts.sum() == rows and set(result.counts.tolist()) == {rows // 100}
+    if took > 1.2:  # polled twice a second: a count that long has been seen on its way
+        assert seen and all(0 < f <= 1 for f in seen) and any(f < 1 for f in seen), (took, seen)
+    with duckdb.connect() as con:  # a caller's connection: measured during the count, then as it was
+        con.execute("SET enable_progress_bar = false")
+        assert engines._reporting(con, lambda: con.sql(f"SELECT count(*) FROM read_csv('{path}')").fetchall()[0][0],
+                                  lambda f: None) == rows
+        assert con.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0] is False
+
+
+def test_a_duckdb_without_query_progress_counts_without_progress_and_says_so_once(monkeypatch, capsys):
+    class Old:  # DuckDB 1.1.0: no query_progress
+        def execute(self, sql):
+            raise AssertionError("settings are not touched when progress cannot be read")
+
+    class Broken:
+        def execute(self, sql):
+            return self
+
+        def fetchall(self):
+            return [[True]]
+
+        def query_progress(self):
+            raise RuntimeError("connection closed")
+
+    monkeypatch.setattr(engines, "_NO_PROGRESS_SAID", [])
+    seen = []
+    assert engines._reporting(Old(), lambda: "rows", seen.append) == "rows"
+    assert engines._reporting(Old(), lambda: "rows", seen.append) == "rows"
+    assert capsys.readouterr().err.count("cannot report a query's progress") == 1 and seen == []
+    hooked = []
+    monkeypatch.setattr(engines.threading, "excepthook", hooked.append)
+    assert engines._reporting(Broken(), lambda: time.sleep(0.8) or "rows", seen.append) == "rows"
+    assert hooked == [] and seen == []  # a failing poll stops quietly: no thread traceback
+
+
 def test_run_and_bench_report_progress_outside_a_terminal(tmp_path, monkeypatch):
     monkeypatch.setattr(progress, "INTERVAL", 0.0)
     records = tmp_path / "ages.csv"

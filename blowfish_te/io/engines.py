@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import math
 import pathlib
+import sys
 import threading
 import warnings
 
@@ -212,14 +213,27 @@ _DUCKDB_NUMBERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINY
 
 def _reporting(con, run, progress):
     """``run()``, while a thread passes DuckDB's progress of the running query (a fraction) to
-    ``progress`` twice a second."""
+    ``progress`` twice a second.
+
+    DuckDB measures a query's progress only while its progress bar is enabled (else
+    ``query_progress()`` is -1): it is enabled for the query with its printing off (standard output
+    belongs to the caller: the CLI prints JSON there), and a caller's connection gets its own
+    settings back. A DuckDB without ``query_progress`` (1.1.0) runs the query without
+    progress and says so once; an error while polling stops the polling, never the query."""
     if progress is None:
         return run()
+    if not hasattr(con, "query_progress"):
+        _say_no_progress_once()
+        return run()
+    restore = _show_progress(con)
     stop = threading.Event()
 
     def poll():
         while not stop.wait(0.5):
-            percent = con.query_progress()
+            try:
+                percent = con.query_progress()
+            except Exception:  # noqa: BLE001 - a reader's error must not print a thread's traceback
+                return
             if percent >= 0:
                 progress(min(percent, 100.0) / 100)
 
@@ -230,6 +244,35 @@ def _reporting(con, run, progress):
     finally:
         stop.set()
         thread.join()
+        restore()
+
+
+def _show_progress(con):
+    """Enable DuckDB's progress measure on ``con`` without its printed bar; returns what restores
+    the two settings as they were."""
+    names = ("enable_progress_bar", "enable_progress_bar_print")
+    try:
+        before = [con.execute(f"SELECT current_setting('{name}')").fetchall()[0][0] for name in names]
+        con.execute("SET enable_progress_bar = true")
+        con.execute("SET enable_progress_bar_print = false")
+    except Exception:  # noqa: BLE001 - a connection that cannot say its settings: leave them alone
+        return lambda: None
+
+    def restore():
+        for name, value in zip(names, before):
+            con.execute(f"SET {name} = {'true' if value else 'false'}")
+
+    return restore
+
+
+_NO_PROGRESS_SAID = []
+
+
+def _say_no_progress_once() -> None:
+    if not _NO_PROGRESS_SAID:
+        _NO_PROGRESS_SAID.append(True)
+        sys.stderr.write(f"note: DuckDB {_duckdb().__version__} cannot report a query's progress (later versions "
+                         "can): counting without progress\n")
 
 
 def _duckdb_records(source, grid: Grid, connection):
