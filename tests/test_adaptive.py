@@ -52,6 +52,7 @@ def _fixed_partition(x, eps1, eps2, gen, **kwargs):
     return np.arange(np.asarray(x).size) // 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [1, 30, 3000])  # N·ε/K small (partition), middle, large (plain release)
 def test_dawa_check_and_releases_cost_at_most_epsilon_less_the_partition(scale, monkeypatch):
     import blowfish_te.mechanisms.base as base
@@ -69,6 +70,7 @@ def test_dawa_check_and_releases_cost_at_most_epsilon_less_the_partition(scale, 
     assert cost > 0.5 * epsilon  # the replay does charge: the check and the release are noisy
 
 
+@pytest.mark.slow
 def test_partition_then_transform_check_costs_at_most_epsilon_for_moves(monkeypatch):
     """Under line, the features are calibrated to moves (sensitivity 2) and the total is public:
     every neighbour (one record moved to an adjacent cell) is charged at most ε."""
@@ -95,6 +97,7 @@ def test_partition_then_transform_check_costs_at_most_epsilon_for_moves(monkeypa
         assert cost <= epsilon * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_adaptive_check_and_release_cost_at_most_epsilon(monkeypatch):
     import blowfish_te.mechanisms.base as base
     import blowfish_te.mechanisms.datadependent as dd
@@ -111,6 +114,7 @@ def test_adaptive_check_and_release_cost_at_most_epsilon(monkeypatch):
         assert cost <= epsilon * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_the_check_decides_alike_at_neighbours():
     """The decision reads only noisy features (here 2.5 % of ε on 64 cells): over 800 draws its
     frequencies at two neighbours agree within e^spent up to binomial slack."""
@@ -143,6 +147,7 @@ def test_the_check_decides_alike_at_neighbours():
 # -- what the release says --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_adaptive_says_what_it_ran_and_why():
     k = 4096
     x = datasets.synthetic(k, 500, rng=0)  # small against the noise (N·ε/K ≈ 0.01): partition
@@ -157,6 +162,7 @@ def test_adaptive_says_what_it_ran_and_why():
     assert np.array_equal(prefix.answers, bt.answer(wl.prefix(k), x, policies.line(k), 0.1, "adaptive", rng=0).answers)
 
 
+@pytest.mark.slow
 def test_adaptive_under_cyclic_policies_considers_the_exact_route():
     shape = (16, 16)
     x = datasets.synthetic_2d(shape, 50_000, rng=1)
@@ -167,6 +173,7 @@ def test_adaptive_under_cyclic_policies_considers_the_exact_route():
     assert best.route == "exact"  # grid:1 is cyclic: the exact route's strategies are candidates
 
 
+@pytest.mark.slow
 def test_only_histogram_like_workloads_are_smoothed(monkeypatch):
     """Smoothing minimises the cells' error; a prefix sums its bias over every cell it covers, so
     a plain release of prefixes is never smoothed, even when the check would smooth cells."""
@@ -215,6 +222,7 @@ def test_mechanism_arguments():
 # -- accuracy: never much worse than the plain release (seeded; the full table is benchmarks/datadependent_report.py) --
 
 
+@pytest.mark.slow
 def test_dense_large_data_at_small_epsilon_keep_the_plain_error():
     """A smooth dense histogram of 10⁷ records at ε = 0.01: every release within 1.15 times the
     plain one (DAWA today: about 1.4 times Identity on such data)."""
@@ -228,6 +236,7 @@ def test_dense_large_data_at_small_epsilon_keep_the_plain_error():
     assert _mse(FAST, w, x, policies.line(k), eps) <= 1.15 * line
 
 
+@pytest.mark.slow
 def test_spiky_data_keep_the_partition_that_pays():
     """Heavy cells among long empty runs at N·ε/K ≈ 2.4: the partition, its buckets priced by the
     scale, is a third of Identity's error here; the check keeps it, paying only its features."""
@@ -239,6 +248,7 @@ def test_spiky_data_keep_the_partition_that_pays():
     assert core <= 0.5 * 2 / eps**2 and checked <= 1.1 * core
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", [wl.prefix(4096), wl.identity(4096)], ids=["prefix", "cells"])
 def test_a_partitioning_check_replays_dawa_draw_for_draw(workload, monkeypatch):
     """The check's features are the release's first draws; where its model partitions (forced for
@@ -266,6 +276,7 @@ def test_a_partitioning_check_replays_dawa_draw_for_draw(workload, monkeypatch):
 @needs_data
 @pytest.mark.parametrize("name, scale, eps", [("HEPTH", 10**7, 0.01), ("MEDCOST", 10**7, 0.01), ("SEARCHLOGS", 10**7, 0.01),
                                               ("MEDCOST", 10**5, 0.1), ("ADULT", 10**7, 0.1)])
+@pytest.mark.slow
 def test_dpbench_shapes_at_scale(name, scale, eps):
     """The formerly failing cells (histogram, 4096 cells, 5 seeds): DAWA ≤ 1.15 × Identity,
     partition-then-transform ≤ 1.15 × Transformed+Laplace, adaptive ≤ 1.15 × the better of its
@@ -282,6 +293,7 @@ def test_dpbench_shapes_at_scale(name, scale, eps):
     assert _mse(FAST, w, x, line, eps) <= 1.15 * min(ptt, transformed)
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("name", ["SF-CABS-E", "BJ-CABS-E", "GOWALLA"])
 def test_grids_and_trees_on_dpbench_2d(name):

@@ -157,6 +157,7 @@ class ShrunkNoise(Mechanism, register=False):
         return Identity().run(workload, x, self.factor * epsilon, rng)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism, passes", [(ShrunkNoise(), False), (Identity(), True)])
 def test_halved_noise_fails_and_the_library_identity_passes(mechanism, passes):
     report = audit(mechanism, policies.line(K), wl.prefix(K), 1.0, n_select=300, n_detect=900,
@@ -167,6 +168,7 @@ def test_halved_noise_fails_and_the_library_identity_passes(mechanism, passes):
     assert (bound > 1.1) if not passes else (0.2 < bound <= 1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism, passes", [(ShrunkNoise(4.0), False), (Identity(), True)])
 def test_the_secure_samplers_are_audited_too(mechanism, passes):
     """rng=None: exact discrete Laplace on the integer cumulative counts. Not reproducible, so the
@@ -177,6 +179,7 @@ def test_the_secure_samplers_are_audited_too(mechanism, passes):
     assert report.passed is passes
 
 
+@pytest.mark.slow
 def test_missing_policy_edge_fails_on_the_pair_across_it():
     """Laplace on prefix counts calibrated to Δ of the line (1) instead of line + (0, 7) (Δ = 7)."""
     full = policies.from_edges(K, np.array([[i, i + 1] for i in range(K - 1)] + [[0, K - 1]]))
@@ -317,6 +320,7 @@ def test_sweep_arguments_are_checked():
 # -- the CI sweep ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sweep_ci_every_mechanism_under_every_policy_passes():
     """Every mechanism × {line, threshold, grid, unbounded}, seeded; skipped: the 1-D native
     mechanisms on the grid, and the record models (MWEM, Uniform, UGrid, AGrid) under every policy
@@ -334,6 +338,7 @@ def test_sweep_ci_every_mechanism_under_every_policy_passes():
     assert failed == []
 
 
+@pytest.mark.slow
 def test_scale_pairs_catch_a_mechanism_that_is_exact_above_a_count():
     """A broken mechanism publishes exact answers once a cell holds more than 1000 records: no
     small-histogram pair reaches that count (mass pairs hold 100), the scale pairs do."""

@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "benchmarks"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not pathlib.Path("/proc/self/status").exists(), reason="VmHWM is Linux's")
 def test_bench_io_reports_the_child_s_own_peak_memory_not_the_parent_s(tmp_path):
     import bench_io

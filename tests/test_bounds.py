@@ -41,6 +41,7 @@ def test_no_strategy_beats_the_weighted_bound(policy):
     assert bound <= _best_error(workload, target, eps) * (1 + 1e-9)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(st.integers(4, 14), st.integers(2, 12), st.integers(0, 2**16))
 def test_random_workloads_never_beat_it(k, m, seed):

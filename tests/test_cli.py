@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 import blowfish_te.cli as cli
@@ -54,6 +55,7 @@ def test_module_entry_point_runs():
     assert "line(20)" in out
 
 
+@pytest.mark.slow
 def test_ctrl_c_exits_130_at_any_stage(tmp_path):
     """The console script interrupted while native code blocks (reading a FIFO nobody writes,
     as an engine counting records would): status 130 at once, no traceback."""
@@ -84,6 +86,7 @@ def test_the_console_script_reports_library_errors_in_one_line(tmp_path):
                                                 "one row of cells per line"]
 
 
+@pytest.mark.slow
 def test_strategies_lists_the_shipped_set_and_builds_into_a_folder(tmp_path):
     listed = CliRunner().invoke(main, ["strategies", "--list"])
     assert listed.exit_code == 0, listed.output

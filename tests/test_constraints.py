@@ -185,6 +185,7 @@ def sparse_instances(draw):
     return policy, C.count_queries(k, [sorted(s) for s in sets])
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sparse_instances(), st.sampled_from(["any", "edges"]))
 def test_random_sparse_constraints_bound_brute_force(instance, moves):
@@ -261,6 +262,7 @@ def test_bad_constraints(bad, match):
 
 
 # -- the release ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_constrained_release_fits_the_public_counts_and_beats_the_unconstrained():
     k, reps = 32, 60
     gen = np.random.default_rng(0)
@@ -323,6 +325,7 @@ def test_auditor_passes_the_constrained_release_and_fails_the_corollary():
     assert not paper.passed  # true loss 4/2 = 2 > ε = 1
 
 
+@pytest.mark.slow
 def test_auditor_on_the_library_release():
     Q = C.rectangles(4, [1], [2])
     policy = P.complete(4)

@@ -144,6 +144,7 @@ def _labels_of(tiling, k):
     return labels
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_dawa_partition_without_noise_is_the_least_score_tiling(monkeypatch, seed):
     """With the noise switched off, the dynamic program returns the partition of a least-score
@@ -196,6 +197,7 @@ def _noiseless_dawa_count(x: np.ndarray, epsilon2: float) -> int:
     return int(best_interval_partition(scores).max() + 1)
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("name, noiseless", [("ADULT", (13, 32)), ("NETTRACE", (22, 51))])
 def test_bucket_counts_follow_the_data(name, noiseless):
@@ -208,6 +210,7 @@ def test_bucket_counts_follow_the_data(name, noiseless):
         assert np.median(counts) <= max(3 * expected, expected + 64)
 
 
+@pytest.mark.slow
 @given(st.integers(1, 60), st.integers(0, 2**32 - 1))
 def test_optimal_pairing_equals_networkx_max_weight_matching(k, seed):
     rng = np.random.default_rng(seed)
@@ -268,6 +271,7 @@ def _distribution(sample, trials):
     return outputs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["dawa", "noisy_pairing", "matching"])
 def test_partition_output_distributions_at_two_neighbours(name):
     """A record moved between two cells (a line-policy neighbour): every partition's probability
@@ -435,6 +439,7 @@ def test_dawa_refuses_grids_and_bad_arguments():
         M.DAWA(penalty=0)
 
 
+@pytest.mark.slow
 @needs_data
 def test_dawa_prefix_targets_on_dpbench():
     """Per-query RMSE of prefix sums at ε = 0.1 (unbounded DP, 20 seeds): HEPTH ≤ 160 (the
@@ -448,6 +453,7 @@ def test_dawa_prefix_targets_on_dpbench():
         assert math.sqrt(np.mean(errors)) <= limit, name
 
 
+@pytest.mark.slow
 @needs_data
 def test_dawa_histogram_targets_on_dpbench():
     """Histogram at ε/2, ε ∈ {0.01, 0.1}, 10 seeds: MSE at least 4× below Identity's on sparse
@@ -467,6 +473,7 @@ def test_dawa_histogram_targets_on_dpbench():
 @pytest.mark.parametrize("partition", ["dawa", "noisy_pairing", "matching"])
 @pytest.mark.parametrize("policy", [policies.line(32), policies.threshold(32, 3), policies.grid((4, 8)), policies.unbounded(32)],
                          ids=lambda p: p.name)
+@pytest.mark.slow
 def test_partition_then_transform_under_every_policy(partition, policy):
     x = datasets.synthetic(32, 500, rng=2).reshape(policy.shape)
     mech = PartitionThenTransform(partition)
@@ -488,6 +495,7 @@ def test_partition_then_transform_answers_the_reduced_workload():
     assert release.sensitivity == M.HB().strategy_sensitivity(M.HB().strategy(wl.identity(4)))  # HB's Δ on the buckets
 
 
+@pytest.mark.slow
 def test_partition_then_transform_split_rule():
     """Buckets pay for histograms (pairing cells quarters their noise); for prefix and range
     queries they cannot halve the error under line, threshold or unbounded policies, so the
@@ -546,6 +554,7 @@ def test_partition_then_transform_arguments():
         M.MWEM(total=-1)
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("name", ["HEPTH", "ADULT"])
 def test_partition_then_transform_never_costs_much_over_the_transform(name):
@@ -561,6 +570,7 @@ def test_partition_then_transform_never_costs_much_over_the_transform(name):
             assert np.mean(errors) <= 1.3 * reference, (workload.name, policy.name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("height", [0, 12])
 def test_dawa_partition_singleton_event_at_an_adversarial_neighbour(height):
     """Review finding (privacy): with noiseless singletons and clipped costs, 'cell 8 is a bucket

@@ -426,6 +426,7 @@ def test_refuses_more_than_two_dimensions_but_runs_grids(monkeypatch):
 # -- privacy of the whole release -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale, seed, route", [(0, 5, None), (1, 3, None), (3000, 3, None), (3000, 4, None)])
 def test_whole_release_costs_at_most_epsilon(monkeypatch, scale, seed, route):
     """Every Laplace draw (the check's features, the totals or the cells) replayed at every

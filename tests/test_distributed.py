@@ -65,6 +65,7 @@ def _stop_after(rows: int):
     return progress
 
 
+@pytest.mark.slow
 @needs_distributed
 def test_a_cluster_gives_the_table_of_one_process(tmp_path, cluster, client):
     suite = _suite()
@@ -79,6 +80,7 @@ def test_a_cluster_gives_the_table_of_one_process(tmp_path, cluster, client):
     assert client.submit(sum, [1, 2]).result() == 3  # a client we pass in stays open: it is ours to close
 
 
+@pytest.mark.slow
 @needs_distributed
 def test_a_run_resumes_across_one_process_and_the_cluster(tmp_path, client):
     suite = _suite()
@@ -128,6 +130,7 @@ def test_a_scheduler_excludes_a_process_pool(tmp_path):
     assert result.exit_code == 2 and "--scheduler and --jobs > 1 are mutually exclusive" in result.output
 
 
+@pytest.mark.slow
 def test_without_distributed_the_error_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed raises ImportError
     with pytest.raises(ImportError, match=r"pip install 'blowfish_te\[distributed\]'"):

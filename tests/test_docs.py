@@ -45,6 +45,7 @@ def _commands(page: pathlib.Path) -> list[list[str]]:
     return [shlex.split(line) for line in runnable]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", TUTORIALS, ids=lambda p: p.stem)
 def test_tutorial_runs(page, tmp_path, monkeypatch):
     """Every Python block in order, then every command line, in one folder: the commands use the
@@ -70,6 +71,7 @@ def test_the_concepts_table_is_what_explore_prints():
     assert "\n".join(table) in page
 
 
+@pytest.mark.slow
 def test_the_policy_pictures_script_draws_every_panel(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     sys.path.insert(0, str(DOCS / "scripts"))
@@ -101,6 +103,7 @@ def _text(page: pathlib.Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text("utf-8")))
 
 
+@pytest.mark.slow
 def test_the_site_builds_and_docstring_references_are_links(site):
     api = (site / "api" / "index.html").read_text("utf-8")
     assert api.count("blowfish_te.release.answer") >= 1
@@ -109,6 +112,7 @@ def test_the_site_builds_and_docstring_references_are_links(site):
     assert not [name for name in written if (ROOT / name).exists() or (DOCS / name).exists()]
 
 
+@pytest.mark.slow
 def test_no_page_shows_a_raw_sphinx_role(site):
     roles = re.compile(r":(?:py:)?(?:func|class|meth|data|mod|attr|exc|obj|const):`?")
     found = {str(page.relative_to(site)): roles.findall(_text(page)) for page in site.rglob("*.html")}
@@ -129,6 +133,7 @@ def _untimed(text: str) -> str:
     return re.sub(r"\d+(\.\d+)? s\b", "… s", text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", TUTORIALS, ids=lambda p: p.stem)
 def test_every_tutorial_page_shows_what_its_code_prints(page, site, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -162,6 +167,7 @@ def _reproductions_script():
     return reproductions
 
 
+@pytest.mark.slow
 def test_the_reproductions_script_writes_tables_figures_and_times_between_the_markers(tmp_path):
     pytest.importorskip("matplotlib")
     from blowfish_te.evaluation import SUITES_DIR, load_suite, run_suite

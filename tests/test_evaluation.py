@@ -49,6 +49,7 @@ def _table(path: pathlib.Path) -> list[dict]:
     return [{k: v for k, v in row.items() if k != "runtime_s"} for row in read_rows(path / "results.csv")]
 
 
+@pytest.mark.slow
 def test_runner_is_deterministic_across_runs_and_processes(tmp_path):
     suite = _suite()
     rows = run_suite(suite, tmp_path / "a")
@@ -61,6 +62,7 @@ def test_runner_is_deterministic_across_runs_and_processes(tmp_path):
     assert [r["mse"] for r in other] != [r["mse"] for r in rows]
 
 
+@pytest.mark.slow
 def test_worker_processes_are_spawned_on_every_platform(tmp_path, monkeypatch):
     import concurrent.futures
 
@@ -81,6 +83,7 @@ def test_worker_processes_are_spawned_on_every_platform(tmp_path, monkeypatch):
     assert _table(tmp_path / "spawned") == _table(tmp_path / "one")
 
 
+@pytest.mark.slow
 def test_mechanisms_of_one_trial_share_their_seed(tmp_path):
     rows = run_suite(_suite(data_seeds=1), tmp_path)
     by_trial: dict = {}
@@ -214,6 +217,7 @@ def test_pairs_a_mechanism_cannot_run_are_refused_at_load(data, policies, mechan
         parse_suite(raw)
 
 
+@pytest.mark.slow
 def test_pairs_that_can_run_load_and_the_check_plans_on_small_domains(monkeypatch):
     from blowfish_te.evaluation import suite as suite_module
 
@@ -245,6 +249,7 @@ def test_pairs_that_can_run_load_and_the_check_plans_on_small_domains(monkeypatc
         parse_suite(raw)
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_cells_and_gives_the_same_table(tmp_path):
     suite = _suite()
     run_suite(suite, tmp_path / "full")
@@ -359,6 +364,7 @@ def test_pivot_table_averages_over_the_other_columns():
     ({"colour": "red"}, "unknown key.*colour"),
     ({"name": "a b"}, "name must be letters"),
 ])
+@pytest.mark.slow
 def test_suite_validation_errors_name_the_key(changes, message):
     raw = _raw_of(_suite())
     for key, value in changes.items():
@@ -390,6 +396,7 @@ def test_the_published_suites_are_all_here():
     assert {"he14_fig1_kmeans", "he14_fig2_adult", "anuarbek_fig4", "dpbench_1d_prefix", "dpbench_2d_ranges", "census_marginals"} <= set(SUITES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SUITES)
 def test_every_suite_validates_and_runs_in_its_tiny_configuration(name, tmp_path):
     full = load_suite(name)
@@ -443,6 +450,7 @@ def test_kmeans_rows_are_the_library_call_from_the_public_start(tmp_path):
     assert "objective_ratio" in (tmp_path / "summary.md").read_text().splitlines()[0]
 
 
+@pytest.mark.slow
 def test_kmeans_results_plot_their_objective_ratio_and_refuse_an_error_metric(tmp_path):
     pytest.importorskip("matplotlib")
     from blowfish_te.evaluation.plots import plot_results
@@ -553,6 +561,7 @@ def test_cli_run_bad_arguments_get_one_line_errors(tmp_path, args, message):
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_cli_bench_plot_and_datasets(tmp_path):
     suite = tmp_path / "mini.toml"
     suite.write_text(
@@ -636,6 +645,7 @@ def test_plots_split_crowded_figures_by_policy_and_lines_by_scale(tmp_path, monk
     assert all(count == 2 for count in theta.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trials", [2, 5])
 def test_figures_a_reader_can_trust(tmp_path, monkeypatch, trials):
     """Legible legends, one y scale per figure, plain ε and θ ticks, titles that say what was run,

@@ -7,6 +7,7 @@ import pytest
 EXAMPLES = sorted((pathlib.Path(__file__).parent.parent / "examples").glob("*.py"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(script):
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)

@@ -60,6 +60,7 @@ def test_expected_errors_are_the_planned_errors():
         expected_errors(w, ["line"], [1.0], "dawa")
 
 
+@pytest.mark.slow
 def test_explore_prints_both_tables_and_draws_the_figure(tmp_path):
     pytest.importorskip("matplotlib")
     figure = tmp_path / "policies.png"
@@ -75,6 +76,7 @@ def test_explore_prints_both_tables_and_draws_the_figure(tmp_path):
     assert figure.stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_explore_in_2d_and_its_errors():
     result = CliRunner().invoke(main, ["explore", "--shape", "16x16", "--workload", "random_rects:50", "--epsilon", "1"])
     assert result.exit_code == 0 and "| pair | unbounded | grid:1 | grid:4 | grid:16 |" in result.output

@@ -12,6 +12,7 @@ from cyclic_routes_2d import report  # noqa: E402
 FIXTURE = json.loads((pathlib.Path(__file__).parent / "fixtures" / "grid_routes_64.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("expected", FIXTURE, ids=lambda r: f"grid{tuple(r['shape'])}-theta{r['theta']}")
 def test_grid_routes_match_the_fixture(expected):
     got = report(expected["shape"][0], expected["theta"])

@@ -8,6 +8,7 @@ import ast
 import pathlib
 
 import networkx as nx
+import pytest
 
 import blowfish_te
 
@@ -71,12 +72,14 @@ def test_the_graph_sees_imports_of_every_kind():
     assert len(graph) > 50 and graph.number_of_edges() > 200
 
 
+@pytest.mark.slow
 def test_no_module_imports_itself_through_others():
     graph = import_graph()
     loops = [sorted(group) for group in nx.strongly_connected_components(graph) if len(group) > 1]
     assert loops == [], f"modules importing each other in a loop: {loops}"
 
 
+@pytest.mark.slow
 def test_the_routes_sit_below_the_mechanisms_and_the_release():
     """The layering of the release seam: routes know mechanisms by their tags only."""
     below_routes = nx.descendants(import_graph(), "blowfish_te.routes")

@@ -152,6 +152,7 @@ values = st.one_of(st.integers(-20, 120), st.sampled_from(["", " ", "x", "3.5", 
                    st.floats(-50, 150), st.just(math.nan))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(values, min_size=1, max_size=40), st.sampled_from(["error", "clamp"]))
 def test_duckdb_and_numpy_engines_agree_on_any_values(items, outside):
@@ -176,6 +177,7 @@ def test_duckdb_and_numpy_engines_agree_on_any_values(items, outside):
             assert f"{len(column)} record(s) read" in outcomes[0]
 
 
+@pytest.mark.slow
 def test_grouping_raw_values_first_changes_no_count_and_no_refusal(dirty, monkeypatch):
     from blowfish_te.io import engines
 
@@ -245,6 +247,7 @@ def spark():
     session.stop()
 
 
+@pytest.mark.slow
 def test_spark_duckdb_and_numpy_give_the_same_histogram_and_the_same_refusals(spark, tmp_path, dirty):
     frame = _clean(4000, seed=2)
     path = tmp_path / "s.csv"
@@ -452,6 +455,7 @@ def test_the_memory_engine_reads_each_distinct_text_once_and_counts_rows_by_key(
     assert rows.tolist() == [[0, 2**40], [2**40, 1]] and counts.tolist() == [2, 1]
 
 
+@pytest.mark.slow
 def test_a_spark_session_started_by_run_keeps_spark_s_log_to_warnings(tmp_path):
     """`run --engine spark` in a fresh process: Spark's own log shows warnings at most, no
     progress bars, no notes on its log profile."""
@@ -484,6 +488,7 @@ def _census_with_outliers(n=3000):
     return records
 
 
+@pytest.mark.slow
 def test_marginal_counts_are_the_histograms_marginals_in_every_engine(spark, tmp_path):
     from blowfish_te import datasets
 

@@ -14,6 +14,7 @@ def least_squares(x, a, b):
     return 0.5 * float(r @ r), a.T @ r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_matches_nnls_on_random_problems(seed):
     gen = np.random.default_rng(seed)

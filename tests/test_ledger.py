@@ -93,6 +93,7 @@ def _spend_in_a_process(path: str) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_processes_sharing_a_ledger_file_spend_at_most_the_budget(tmp_path):
     path = str(tmp_path / "l.db")
     Ledger(path).set_budget("d", "line(8)", 1.0)
@@ -203,6 +204,7 @@ def _ages(path, n=300):
     return ages
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget, charged", [(2, 11), (1, 10)])
 def test_failing_runs_that_read_records_spend_their_epsilon(tmp_path, budget, charged):
     # the attack: move a 10-value domain along the ages, keeping the policy line(10); every run is

@@ -81,6 +81,7 @@ def _spy(monkeypatch) -> _Spy:
 
 # -- privacy: the noise drawn is Laplace(Δ/ε) with Δ the brute-force sensitivity -------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["unbounded", "attribute", "complete", "partition"])
 @pytest.mark.parametrize("name", ["marginals", "marginals_optimized"])
 def test_the_noise_drawn_is_laplace_of_the_brute_force_sensitivity_over_epsilon(monkeypatch, kind, name):

@@ -155,6 +155,7 @@ def test_marginals_on_attributes_no_edge_changes_are_exact_and_free():
 
 @pytest.mark.parametrize("policy", [policies.unbounded((4, 3, 5, 2)), policies.attribute((4, 3, 5, 2)),
                                     policies.complete((4, 3, 5, 2))], ids=lambda p: p.name)
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["marginals", "marginals_optimized"])
 def test_releases_have_the_analytic_error(policy, name):
     shape = policy.shape
@@ -211,6 +212,7 @@ def _cases():
     return [(w, p) for w, pols in workloads for p in pols]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload, policy", _cases(), ids=lambda v: v.name)
 def test_auto_is_within_one_percent_of_every_registered_mechanism(workload, policy):
     chosen = plan(workload, policy, 1.0, "auto").chosen.expected_mse
@@ -236,6 +238,7 @@ def test_auto_is_within_one_percent_of_every_registered_mechanism(workload, poli
 
 @pytest.mark.parametrize("policy", [policies.attribute((3, 2)), policies.partition(np.array([[0, 0], [0, 1], [1, 1]])),
                                     policies.complete((3, 2))], ids=lambda p: p.name)
+@pytest.mark.slow
 def test_the_auditor_finds_no_violation_where_some_marginals_are_exact(policy):
     workload = wl.marginals(policy.shape, [(0,), (1,), ()])
     report = audit(get_mechanism("marginals_optimized"), policy, workload, 1.0, n_select=300, n_detect=1500, rng=2)
@@ -282,6 +285,7 @@ def test_marginal_counts_are_checked_on_arrival():
         wl.MarginalCounts((2, 3, 2), {(0,): np.array([1, 2])}).table((1,))
 
 
+@pytest.mark.slow
 def test_a_billion_cell_domain_is_planned_counted_and_released_without_its_grid():
     import tracemalloc
 

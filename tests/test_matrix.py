@@ -190,6 +190,7 @@ def test_nonnegative_measures_what_the_wrapped_mechanism_measures(monkeypatch):
         assert wrapped.expected_error(w, 1.0) is None
 
 
+@pytest.mark.slow
 def test_nonnegative_under_a_policy_uses_the_wrapped_policy_strategy(monkeypatch):
     k = 6
     w, x = wl.prefix(k), np.array([1, 0, 2, 0, 0, 3])

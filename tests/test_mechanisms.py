@@ -150,6 +150,7 @@ def _reconstruction(mech, w):
     return np.column_stack([mech.reconstruct(w, a, e) for e in np.eye(a.shape[0])]), a
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(LINEAR))
 @pytest.mark.parametrize("build", [lambda: wl.random_ranges(24, 40, rng=5), lambda: wl.prefix(24)], ids=["ranges", "prefix"])
 def test_expected_error_is_exact_and_matches_monte_carlo(name, build):
@@ -217,6 +218,7 @@ def test_qardaji_branching_against_exhaustive_search(n):
     (M.Privelet(), 226, 0.10),  # peers: ≈ 226 (empirical)
     (M.GreedyH(), 222, 0.06),  # peers: 210-234 (empirical)
 ])
+@pytest.mark.slow
 def test_peer_regression_targets(mech, target, rel):
     w = wl.prefix(4096)
     rmse = math.sqrt(mech.expected_error(w, 0.1) / w.num_queries)
@@ -247,6 +249,7 @@ def test_svd_bound_is_tight_for_the_identity_and_below_every_mechanism():
 # -- other mechanisms ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_nonnegative_reconstruction_and_uniform():
     w, x = wl.identity(16), np.random.default_rng(0).integers(0, 3, 16)
     answers = M.NonNegative(M.HB()).run(w, x, 0.2, rng=1)
@@ -260,6 +263,7 @@ def test_nonnegative_reconstruction_and_uniform():
 @pytest.mark.parametrize("name", ["h2", "hb", "privelet", "greedyh", "quadtree", "optimized"])
 @pytest.mark.parametrize("policy", [policies.line(6), policies.threshold(6, 2), policies.grid((2, 3)), policies.unbounded(5)],
                          ids=lambda p: p.name)
+@pytest.mark.slow
 def test_new_linear_mechanisms_are_blowfish_private_on_tiny_domains(name, policy):
     from test_routes import _routes, worst_case_loss
 

@@ -165,6 +165,7 @@ def test_ramped_s_nodes_cost_no_more_than_steps(k, theta, spacing, ramp):
     assert mech.expected_error_native(w, 1.0, policy) == pytest.approx(direct, rel=1e-8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k, theta, kind", [(256, 32, "prefix"), (256, 8, "ranges"), (128, 4, "prefix"), (120, 30, "ranges")])
 def test_tuned_ordered_hierarchical_is_never_worse_than_he_et_al(k, theta, kind):
     """The tuned plan is the best evaluated one, He et al.'s included, and its reported error is
@@ -194,6 +195,7 @@ def test_tuned_spacing_and_ramps_lower_the_error_under_a_wide_threshold():
     assert error < 0.92 * steps.expected_error_native(w, 1.0, policy)
 
 
+@pytest.mark.slow
 def test_tuned_ordered_hierarchical_monte_carlo_and_seeds():
     k, eps, trials = 64, 1.0, 300
     mech, policy, w = M.TunedOrderedHierarchical(fanout=4), policies.threshold(k, 16), wl.prefix(k)
@@ -233,6 +235,7 @@ def test_tuned_ordered_hierarchical_tunes_only_the_split_for_one_block_and_refus
         tuned.expected_error_native(wl.identity((2, 2)), 1.0, policies.grid((2, 2)))
 
 
+@pytest.mark.slow
 def test_measurements_are_the_rows_a_release_measures_at_unit_noise():
     """Weighted by ε_g/Δ_g, the measured rows have sensitivity at most ε; with n measured (no
     public total) the error is exactly 2‖W A⁺‖_F² of them; the tuned plan's S nodes are where it

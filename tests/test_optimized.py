@@ -202,6 +202,7 @@ def test_axis_edges_of_a_grid_are_the_lines_of_each_axis():
     assert np.array_equal(v, np.full(5, 5))
 
 
+@pytest.mark.slow
 def test_the_exact_route_calibrates_noise_to_the_exact_sensitivity_of_the_policy_aware_strategy():
     shape = (12, 12)
     pol = policies.grid(shape, 1)
@@ -220,6 +221,7 @@ def test_the_exact_route_calibrates_noise_to_the_exact_sensitivity_of_the_policy
     assert aware_error < unit_error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k, theta", [(256, 64), (256, 16)])
 def test_the_1d_policy_aware_search_starts_from_the_unit_change_strategy(k, theta):
     """From random starts the policy-aware p-Identity lost to the unit-change strategy under wide
@@ -235,6 +237,7 @@ def test_the_1d_policy_aware_search_starts_from_the_unit_change_strategy(k, thet
     assert aware_error == pytest.approx(2 * (delta / 0.5) ** 2 * aware.lstsq_frobenius_sq(w))
 
 
+@pytest.mark.slow
 def test_kronecker_optimisation_beats_the_hierarchy_and_its_error_is_measured():
     shape = (32, 32)
     w = wl.random_rects(shape, 200, rng=0)
@@ -256,6 +259,7 @@ def test_optimize_kronecker_refuses_other_workloads():
         optimize_kronecker(from_matrix(np.eye(4)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["identity", "hb", "privelet", "greedyh", "optimized"])
 @pytest.mark.parametrize("pol", [policies.grid((4, 5), 1), policies.threshold(16, 3)], ids=["grid", "threshold"])
 def test_the_transform_floor_is_below_every_mechanism_on_every_tree(name, pol):

@@ -72,6 +72,7 @@ def _recorder(monkeypatch, replace=None):
 
 @pytest.mark.parametrize("kind, public", [("line", True), ("threshold", True), ("to_bottom", False),
                                           ("unbounded", False)])
+@pytest.mark.slow
 def test_ordered_draws_laplace_at_the_brute_force_sensitivity_over_epsilon(monkeypatch, kind, public):
     """Laplace(Δ_G/ε) on the cumulative counts, Δ_G the largest L1 change over every neighbour
     (He et al. Thm 5.1), at two ε other than 1; the sampler is told Δ_G and that the counts are

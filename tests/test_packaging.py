@@ -10,6 +10,8 @@ import tomllib
 import venv
 import zipfile
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -26,6 +28,7 @@ def test_the_listed_packages_are_the_package_folders():
     assert config["package-dir"] == {"blowfish_te.suites": "workloads"}
 
 
+@pytest.mark.slow
 def test_a_wheel_in_a_fresh_environment_runs_a_named_suite(tmp_path):
     _run(sys.executable, "-m", "pip", "wheel", REPO, "--no-deps", "-q", "-w", tmp_path / "dist")
     wheel = next((tmp_path / "dist").glob("blowfish_te-*.whl"))

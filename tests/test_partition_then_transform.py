@@ -410,6 +410,7 @@ def test_selection_spends_first_and_steps_keep_their_shares(monkeypatch, epsilon
     assert seen[0][3] == {"total": None, "record_moves": 2}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("epsilon", EPSILONS)
 def test_plain_routes_of_the_selection_get_the_rest(monkeypatch, epsilon):
     k = 16
@@ -505,6 +506,7 @@ def test_split_is_decided_per_policy(monkeypatch):
     assert mech.split(workload, policies.line(8)) == 0.25
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("epsilon", EPSILONS)
 def test_noise_drawn_on_the_buckets_has_the_second_share(monkeypatch, epsilon):
     """With singleton buckets under unbounded DP, Identity adds Laplace(1/ε₂) per cell, ε₂ = (1 - s)·ε:

@@ -44,6 +44,7 @@ def test_greedy_h_is_a_candidate_up_to_its_bucket_limit():
     assert isinstance(plain.lowest_error(above, (GreedyH, Identity)), Identity)
 
 
+@pytest.mark.slow
 def test_the_plain_strategy_is_auto_s_choice_per_workload():
     mechanism = DAWA()
     assert isinstance(plain.plain_strategy(mechanism, wl.identity(256)), Identity)
@@ -93,6 +94,7 @@ def test_best_plan_under_a_policy_is_auto_s_route_with_identity_on_ties():
 TWO_D = ("dawa", "agrid", "ugrid", "privtree")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TWO_D)
 def test_every_2d_mechanism_falls_back_to_the_optimised_strategy_on_dpbench_rectangles(name, monkeypatch):
     """The plain route of every 2-D data-dependent mechanism on DPBench's 2000 rectangles over

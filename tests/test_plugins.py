@@ -117,6 +117,7 @@ def test_parameters_come_from_the_constructor_and_drive_repr():
 QUICK = {"mwem": {"rounds": 2, "updates": 10}, "optimized": {"restarts": 1, "maxiter": 20}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_every_registered_mechanism_keeps_the_contract(name):
     mechanism = mechanism_class(name)(**QUICK.get(name, {}))

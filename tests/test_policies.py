@@ -76,6 +76,7 @@ def test_from_edges_normalises_orientation_and_duplicates():
     assert pol.has_bottom
 
 
+@pytest.mark.slow
 @given(graphs(max_cells=7))
 def test_components_forest_and_distance_agree_with_networkx(case):
     k, edges = case

@@ -351,6 +351,7 @@ def test_the_cases_cover_every_mechanism_policy_kind_route_and_selection():
     assert frozenset().union(*(case.selects for case in CASES)) == set(SELECTIONS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.label}-{c.policy.name}-{c.route}" for c in CASES])
 def test_every_release_is_epsilon_blowfish_from_the_noise_drawn(tape, case, sampler):

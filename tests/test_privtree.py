@@ -115,6 +115,7 @@ def worst_loss(x, epsilon, monkeypatch, score="count") -> float:
     return worst
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("score", privtree.SCORES)
 @pytest.mark.parametrize("shape", [(8,), (7,), (4, 4), (2, 4), (3, 3)])
 def test_split_decisions_cost_at_most_their_epsilon_for_every_neighbour(shape, score, monkeypatch):
@@ -125,6 +126,7 @@ def test_split_decisions_cost_at_most_their_epsilon_for_every_neighbour(shape, s
     assert 0.3 <= worst <= 1.0 + 1e-9
 
 
+@pytest.mark.slow
 def test_a_deviation_path_that_crosses_the_threshold_costs_at_most_epsilon(monkeypatch):
     """A tall spike on a ramp: the deviations of the nodes holding cell 0 sit near the threshold at
     several depths; every tree and every neighbour, exactly."""
@@ -189,6 +191,7 @@ def path_split_loss(shape, epsilon, monkeypatch) -> float:
     return worst
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(256,), (64, 64), (16, 16, 16)])
 def test_a_loaded_path_costs_most_of_epsilon_and_no_more(shape, monkeypatch):
     """λ = (2β - 1)/((β - 1)ε) and δ = λ ln β for the fanout β = 2^axes: the loss of a deep path
@@ -265,6 +268,7 @@ def test_the_check_hands_the_rest_of_epsilon_to_its_choice(monkeypatch):
     assert len(measured) == 6  # select=False measures nothing
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("epsilon", [0.25, 3.0])
 @pytest.mark.parametrize("shape", [(8,), (3, 3)])
 def test_split_decisions_cost_their_epsilon_at_every_epsilon(shape, epsilon, monkeypatch):
@@ -324,6 +328,7 @@ def test_sampled_trees_on_a_larger_grid_cost_at_most_epsilon(monkeypatch):
     assert worst <= epsilon
 
 
+@pytest.mark.slow
 def test_leaf_counts_cost_their_share_for_every_neighbour(monkeypatch):
     """With the tree fixed (a data-independent stand-in), the leaf totals cost ε₂ = ε - ε₁, with
     the paper's Laplace on every leaf and with the hierarchy chosen over the leaves."""
@@ -340,6 +345,7 @@ def test_leaf_counts_cost_their_share_for_every_neighbour(monkeypatch):
         assert 0.6 * epsilon - 1e-9 <= cost <= 0.6 * epsilon + 1e-9
 
 
+@pytest.mark.slow
 def test_the_private_check_and_leaves_cost_at_most_epsilon(monkeypatch):
     """On a grid PrivTree first checks privately whether to partition: with the split decisions
     fixed, every Laplace draw (the total, DAWA's cost, the leaves or the plain fallback) replayed
@@ -364,6 +370,7 @@ def test_split_decisions_follow_the_laplace_tail():
     assert np.all(np.abs(decisions.mean(axis=1) - p) <= 4 * np.sqrt(p * (1 - p) / 20000))
 
 
+@pytest.mark.slow
 @given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=3), seed=st.integers(0, 2**16), eps=st.floats(0.01, 50))
 def test_leaves_are_boxes_that_cover_the_grid_once(shape, seed, eps):
     rng = np.random.default_rng(seed)

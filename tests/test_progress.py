@@ -62,6 +62,7 @@ def test_a_terminal_is_redrawn_in_place_and_fractions_show_as_percent():
     assert "counting: 50%, ~1 min 00 s left, 1 min 00 s elapsed" in text
 
 
+@pytest.mark.slow
 def test_duckdb_progress_is_polled_while_the_query_runs():
     class Connection:
         def query_progress(self):
@@ -73,6 +74,7 @@ def test_duckdb_progress_is_polled_while_the_query_runs():
     assert engines._reporting(Connection(), lambda: "rows", None) == "rows"
 
 
+@pytest.mark.slow
 def test_the_real_duckdb_reports_progress_while_it_counts_a_large_csv(tmp_path):
     """DuckDB measures a query's progress only with its progress bar enabled: a file that takes
     over a second to count must report fractions on the way, and a caller's connection keeps its
@@ -95,6 +97,7 @@ def test_the_real_duckdb_reports_progress_while_it_counts_a_large_csv(tmp_path):
         assert con.execute("SELECT current_setting('enable_progress_bar')").fetchall()[0][0] is False
 
 
+@pytest.mark.slow
 def test_a_duckdb_without_query_progress_counts_without_progress_and_says_so_once(monkeypatch, capsys):
     class Old:  # DuckDB 1.1.0: no query_progress
         def execute(self, sql):

@@ -19,3 +19,11 @@ def test_readme_commands_match_ci():
     test_command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && ruff check . && python -m pytest -q'
     assert test_command in README and test_command in ci
     assert "pip install -e . && blowfish-te demo" in README
+
+
+def test_the_quick_subset_is_documented_and_its_marker_registered():
+    import tomllib
+
+    config = tomllib.loads((pathlib.Path(__file__).parent.parent / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert 'python -m pytest -q -m "not slow"' in README
+    assert any(m.startswith("slow:") for m in config["markers"]) and "--strict-markers" in config["addopts"]

@@ -157,6 +157,7 @@ def _fresh(script):
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_in_a_fresh_process_a_lookup_imports_its_own_module_and_a_listing_imports_all():
     MECHANISMS.loader("dawa")  # the loader the fresh processes below rely on, called here too
     assert dict.get(MECHANISMS, "dawa") is not None

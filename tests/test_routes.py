@@ -99,6 +99,7 @@ LINEAR = sorted(name for name, cls in MECHANISMS.items() if issubclass(cls, Line
     pytest.param(policy, mechanism, id=f"{mechanism}-{policy.name}") for policy in TINY for mechanism in LINEAR
     if mechanism != "quadtree" or policy.ndim == 2  # QuadTree partitions 2-D grids
 ])
+@pytest.mark.slow
 def test_every_linear_route_is_epsilon_blowfish_on_tiny_domains(policy, mechanism):
     """The exact coupling check: shifting the Laplace noise by μ(x) - μ(x') makes the outputs of
     neighbours x, x' identical at a cost of ‖μ(x) - μ(x')‖₁ / b, b the scale the release drew.
@@ -240,6 +241,7 @@ def test_hub_tree_reference_values_are_independent_of_k(theta):
     assert values[0] == pytest.approx(values[1], rel=0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("theta", [4, 16, 64])
 def test_hub_tree_reference_values_by_monte_carlo(theta):
     k, trials = 1024, 400

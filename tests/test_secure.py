@@ -91,6 +91,7 @@ def builtin_draws() -> np.ndarray:
     return discrete_laplace(SCALE, 10**6, backend="builtin")
 
 
+@pytest.mark.slow
 def test_opendp_discrete_laplace_is_exact(opendp_draws):
     # 10^5 draws: against a 30 % wrong scale the statistic is about 90x (1.3·t) and 280x (0.7·t)
     # the critical value, with a standard deviation of about 3 % of that
@@ -179,6 +180,7 @@ def test_bernoulli_exp_is_exact_beyond_64_bits():
         assert stats.binomtest(int(hits[lanes == a].sum()), 5000, np.exp(-a / 3)).pvalue > ALPHA
 
 
+@pytest.mark.slow
 def test_builtin_and_opendp_agree(opendp_draws, builtin_draws):
     # two-sample homogeneity on |Z| up to 9, the rest pooled (expected counts >= 200 per cell)
     table = np.array([np.bincount(np.minimum(np.abs(d), 10), minlength=11) for d in (opendp_draws, builtin_draws)])
@@ -194,6 +196,7 @@ def test_builtin_and_opendp_agree(opendp_draws, builtin_draws):
     # statistic is about 58x / 163x the critical value with 10^5 draws
     [pytest.param("opendp", 10**5, 20, marks=needs_opendp), ("builtin", 10**5, 20)],
 )
+@pytest.mark.slow
 def test_lattice_laplace_is_exact(backend, size, margin):
     values = np.random.default_rng(1).normal(0.0, 50.0, size)  # real-valued, off any grid
     scale, delta = 0.7, 2.0

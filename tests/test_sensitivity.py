@@ -55,6 +55,7 @@ def test_sensitivity_equals_brute_force_over_neighbouring_databases(case, kind, 
     assert sensitivity(w, policy) == pytest.approx(brute_sensitivity(d, edges, k))
 
 
+@pytest.mark.slow
 @given(st.integers(1, 6), st.integers(1, 7), st.integers(0, 2**32 - 1))
 def test_structured_policies_against_brute_force(k, theta, seed):
     shapes = [(k,), (2, k)]

@@ -65,6 +65,7 @@ GRID_MECHANISMS = [("UGrid", {"c": 1.0}), ("AGrid", {"c": 1.0}), ("UGrid", {"tot
                    ("AGrid", {"c": 1.0, "select": False})]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, kwargs", GRID_MECHANISMS, ids=lambda v: str(v))
 def test_grid_mechanisms_cost_at_most_epsilon_for_every_neighbour(name, kwargs, monkeypatch):
     """Every unbounded neighbour (one record added at any cell) of a few 6 × 6 grids: every
@@ -165,6 +166,7 @@ def test_grid_mechanisms_refuse_what_is_not_a_grid():
         M.UGrid(total_share=1.0)
 
 
+@pytest.mark.slow
 def test_dawa_on_a_grid_follows_the_chosen_order():
     x = datasets.synthetic_2d((16, 16), 20000, rng=1).ravel()
     w = wl.random_rects((16, 16), 100, rng=0)
@@ -190,6 +192,7 @@ def test_grid_accuracy_on_sf_cabs_e():
         assert mse**0.5 <= min(bound, hb), name
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("name, records, epsilon", [("ADULT-2D", 10**6, 0.01), ("GOWALLA", 10**4, 0.1)])
 def test_dawa_on_a_grid_is_not_worse_than_the_plain_release(name, records, epsilon):

@@ -110,6 +110,7 @@ def _unusable(kind: str) -> dict[str, np.ndarray]:
     return {"kind": np.array("p-identity"), "theta": theta[kind]}
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("error")
 @pytest.mark.parametrize("kind", ["huge", "overflowing gram", "one huge column", "beyond the scale bound", "kronecker factor"])
 def test_a_stored_strategy_that_is_not_usable_is_recomputed(tmp_path, kind):
@@ -214,6 +215,7 @@ def test_every_standard_workload_ships_its_strategy_for_this_version():
     assert shipped == expected, "rebuild with: blowfish-te strategies --out blowfish_te/data/strategies"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["prefix:256", "all_ranges:256", "dpbench_ranges:2000@64x64"])
 def test_auto_weighs_the_shipped_strategy_within_any_budget(name):
     w = standard_workloads()[name]()

@@ -42,6 +42,7 @@ def test_workload_answers_are_preserved_exactly(case, seed):
         assert np.array_equal(lhs, rhs)
 
 
+@pytest.mark.slow
 @given(forests(max_cells=8), st.integers(0, 2**32 - 1))
 def test_transformed_workload_forms_agree(case, seed):
     k, edges = case
@@ -77,6 +78,7 @@ def _labeled_trees(n):
         yield nx.from_prufer_sequence(list(seq))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vertices", [2, 3, 4, 5])
 @pytest.mark.parametrize("with_bottom", [False, True])
 def test_a_move_along_any_edge_changes_one_coordinate_by_one(vertices, with_bottom):
@@ -150,6 +152,7 @@ def test_partition_discloses_block_totals():
     assert dict(zip(tree.roots.tolist(), tree.totals(x).tolist())) == {1: 7, 3: 11, 4: 7}
 
 
+@pytest.mark.slow
 def test_transform_on_a_large_line_and_random_tree():
     k = 100_000
     x = np.random.default_rng(1).integers(0, 5, k)

@@ -152,6 +152,7 @@ def test_stretch_of_every_candidate_against_brute_force(policy):
         assert measured.disconnected == 0, name
 
 
+@pytest.mark.slow
 @given(graphs(max_cells=7, allow_bottom=False), st.integers(0, 2**32 - 1))
 def test_maximum_only_stretch_agrees_on_clique_policies(case, seed):
     k, _ = case

@@ -535,6 +535,7 @@ case("ParallelGroup.spend(part)", lambda v: bt.BudgetAccountant(1.0, LINE).paral
 # -- the tests ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
 @settings(max_examples=10)
 @given(data=st.data())
@@ -549,6 +550,7 @@ def test_the_valid_value_of_each_case_is_accepted(c: Case):
     c.call(c.good)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", sorted(M.MECHANISMS))
 @pytest.mark.parametrize("epsilon", [MIN_EPSILON, 1e-99, 1e99, MAX_EPSILON])
 def test_extreme_valid_epsilons_give_finite_answers_or_name_epsilon(mechanism, epsilon):
