@@ -149,7 +149,8 @@ def test_every_tutorial_page_shows_what_its_code_prints(page, site, tmp_path, mo
     finally:
         for name in [name for name, cls in MECHANISMS.items() if not cls.__module__.startswith("blowfish_te.")]:
             del MECHANISMS[name]
-    assert any(outputs), f"{page.name} prints nothing: a tutorial shows its results"
+    empty = [i + 1 for i, out in enumerate(outputs) if not out]
+    assert not empty, f"{page.name}: code blocks {empty} print nothing, so the page shows an empty output box"
     for out in filter(None, outputs):
         if out.startswith("<svg"):
             assert "<svg" in (site / "tutorials" / page.stem / "index.html").read_text("utf-8")
@@ -212,3 +213,10 @@ def test_the_committed_pages_show_every_suite_and_mechanism_measured():
             assert (DOCS / image).stat().st_size > 0, image
     for name in suites:
         assert "wall-clock" in blocks[name] and f"(img/reproductions/{name}.png)" in blocks[name], name
+
+
+def test_code_wraps_at_spaces_never_inside_a_word():
+    css = "".join(path.read_text() for path in (DOCS / "stylesheets").glob("*.css"))
+    rule = re.search(r"pre > code \{(.*?)\}", css, flags=re.S).group(1)
+    assert "white-space: pre-wrap" in rule and "overflow-x: auto" in rule
+    assert "anywhere" not in rule and "break-all" not in rule
