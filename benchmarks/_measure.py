@@ -10,6 +10,7 @@ a bound, a count) is a deterministic result.
 
 from __future__ import annotations
 
+import atexit
 import json
 import pathlib
 import sys
@@ -52,12 +53,21 @@ def peak_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
 
 
+#: The case every recording script adds as it exits: its process's own peak resident memory.
+PEAK_CASE = "process peak memory"
+_PEAK_RECORDED: set = set()
+
+
 class Recorder:
-    """``record(case, value, unit)``: one measurement of this script, kept for benchmarks/run.py."""
+    """``record(case, value, unit)``: one measurement of this script, kept for benchmarks/run.py;
+    with a file, the process's own peak memory (:func:`peak_mb`) is recorded as it exits."""
 
     def __init__(self, json_path: pathlib.Path | None, script: str | None = None):
         self.path = json_path
         self.script = script or pathlib.Path(sys.argv[0]).stem
+        if json_path is not None and (json_path, self.script) not in _PEAK_RECORDED:
+            _PEAK_RECORDED.add((json_path, self.script))
+            atexit.register(lambda: self(PEAK_CASE, peak_mb(), "MB"))
 
     def __call__(self, case: str, value: float, unit: str) -> float:
         if self.path is not None:

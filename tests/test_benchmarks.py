@@ -44,9 +44,12 @@ def test_the_runner_records_a_script_s_measurements_with_the_commit(tmp_path):
     (tmp_path / "broken.py").write_text("raise SystemExit('no data here')\n")
     scripts = {"fake": (["--size", "3"], False), "broken": ([], False)}
     record = run.run(["fake", "broken"], True, None, 60, folder=tmp_path, scripts=scripts)
-    assert record["scripts"]["fake"] == {"status": "ok", "seconds": record["scripts"]["fake"]["seconds"], "measurements": 2}
+    fake = record["scripts"]["fake"]
+    assert (fake["status"], fake["measurements"], len(fake["load"])) == ("ok", 3, 1) and fake["peak_mb"] > 0
     assert record["scripts"]["broken"]["status"] == "failed: no data here"
-    assert [(m["case"], m["value"]) for m in record["measurements"]] == [("size", 3.0), ("quick", 1.0)]
+    assert [(m["case"], m["value"], m["spread"], m["runs"]) for m in record["measurements"]][:2] == [("size", 3.0, [3.0, 3.0], 1),
+                                                                                                  ("quick", 1.0, [1.0, 1.0], 1)]
+    assert record["measurements"][2]["case"] == run.PEAK_CASE and record["measurements"][2]["value"] == fake["peak_mb"]
     assert record["measurements"][0]["script"] == "fake" and record["commit"] == (run._git("rev-parse", "HEAD") or "unknown")
 
 
@@ -68,3 +71,42 @@ def test_a_comparison_flags_what_got_worse_beyond_its_unit_s_tolerance(tmp_path)
     (tmp_path / "old.json").write_text(json.dumps(old))
     (tmp_path / "new.json").write_text(json.dumps(new))
     assert run.main(["--compare", str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 1
+
+
+def test_repeats_give_a_median_and_spread_and_each_child_s_own_peak_memory(tmp_path):
+    import run
+
+    (tmp_path / "counter.py").write_text(
+        "import argparse, pathlib\nimport numpy as np\nfrom _measure import Recorder, add_options\n"
+        "parser = argparse.ArgumentParser()\nadd_options(parser)\nargs = parser.parse_args()\n"
+        "tally = pathlib.Path(__file__).with_name('tally')\nn = int(tally.read_text()) if tally.exists() else 0\n"
+        "tally.write_text(str(n + 1))\nblock = np.ones(150 * 2**20 // 8)\n"
+        "Recorder(args.json)('time', [3.0, 1.0, 2.0][n], 's')\n")
+    ballast = np.ones(400 * 2**20 // 8)  # the runner's own memory must not count as the child's
+    record = run.run(["counter"], False, None, 60, folder=tmp_path, scripts={"counter": ([], False)}, repeats=3)
+    del ballast
+    m, peak = record["measurements"]
+    assert (m["value"], m["spread"], m["runs"]) == (2.0, [1.0, 3.0], 3)
+    assert peak["case"] == run.PEAK_CASE and peak["runs"] == 3
+    assert len(record["scripts"]["counter"]["load"]) == 3
+    if pathlib.Path("/proc/self/status").exists():  # VmHWM: the child's own peak after exec
+        assert 150 < record["scripts"]["counter"]["peak_mb"] < 400
+
+
+def test_a_change_inside_the_measured_spread_is_not_flagged():
+    import run
+
+    def record(commit, value, spread, runs=3):
+        return {"commit": commit, "measurements": [{"script": "s", "case": "t", "unit": "s", "value": value, "spread": spread,
+                                                    "runs": runs}], "scripts": {"s": {"load": [0.5, 1.5]}}, "cpus": 2}
+
+    same_commit = run.compare(record("a" * 40, 1.0, [0.8, 1.7]), record("a" * 40, 1.4, [1.1, 1.9]))
+    assert same_commit[1] == 0 and "1.4 (1.1–1.9)" in same_commit[0] and "load average before the new runs: 0.5–1.5" in same_commit[0]
+    slower = run.compare(record("a" * 40, 1.0, [0.8, 1.0]), record("b" * 40, 1.4, [1.3, 1.9]))
+    assert slower[1] == 1  # every new run 25 % slower than every old one, and 40 % by the medians
+    single = run.compare(record("a" * 40, 1.0, [1.0, 1.0], 1), record("b" * 40, 1.4, [1.4, 1.4], 1))
+    assert single[1] == 1  # without repeats only the tolerance applies
+    tiny = run.compare(record("a" * 40, 0.0006, [0.0005, 0.0006]), record("b" * 40, 0.001, [0.0009, 0.0011]))
+    assert tiny[1] == 0  # a millisecond's change is process noise
+    close = run.compare(record("a" * 40, 0.4, [0.35, 0.78]), record("b" * 40, 1.5, [0.92, 1.55]))
+    assert close[1] == 0  # every new run slower, but not every one by 25 %: a fresh process's spread
