@@ -11,14 +11,15 @@ with a quote gets one more, so :func:`unescape_cell` reads every written cell ba
 
 from __future__ import annotations
 
-__all__ = ["escape_cell", "escape_row", "unescape_cell"]
+__all__ = ["escape_cell", "escape_row", "is_number", "unescape_cell"]
 
 _QUOTE = "'"
 _SIGNS = ("=", "+", "-", "@")  # a formula, unless the whole cell is a number
 _ALWAYS = ("\t", "\r", _QUOTE)  # never the start of a number the library writes
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether ``text`` reads as a number (``float`` accepts it: signs, exponents, inf and nan too)."""
     try:
         float(text)
     except ValueError:
@@ -32,7 +33,7 @@ def escape_cell(value):
     value unchanged."""
     if not isinstance(value, str):
         return value
-    if value.startswith(_ALWAYS) or (value.startswith(_SIGNS) and not _is_number(value)):
+    if value.startswith(_ALWAYS) or (value.startswith(_SIGNS) and not is_number(value)):
         return _QUOTE + value
     return value
 

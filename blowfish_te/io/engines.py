@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from .._csv import is_number
 from .domain import DUCKDB, MISSING, SPARK, Dialect, Grid, as_grid
 from .sources import RecordError, SqlQuery, check_unique_columns, csv_header, csv_lines, files_of, kind, suffix
 
@@ -68,11 +69,7 @@ def _check_columns(columns, grid: Grid, where: str) -> None:
 def _number_like(name) -> bool:
     """Whether a header field reads as a number (or is blank): a record's value, not a column's name."""
     text = str(name).strip()
-    try:
-        float(text)
-    except ValueError:
-        return text == ""
-    return True
+    return text == "" or is_number(text)
 
 
 def check_files(source, domain, engine: str = "duckdb") -> list[str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._csv import is_number
 from ..errors import BlowfishError
 
 __all__ = ["RecordError", "SqlQuery", "check_unique_columns", "csv_header", "csv_lines", "files_of", "histogram_shape", "kind",
@@ -183,19 +184,11 @@ def _refuse_header(path, fields: list[str]) -> None:
     """Refuse a histogram CSV whose first line names columns: it is a file of records, whose
     columns must be named to be counted (a histogram holds numbers only)."""
     texts = [field.strip() for field in fields]
-    names = [t for t in texts if t.lower() not in MISSING_TEXTS and not _is_number(t)]
+    names = [t for t in texts if t.lower() not in MISSING_TEXTS and not is_number(t)]
     if names:
         raise RecordError(f"{path}: its first line names columns ({', '.join(texts[:5])}{', ...' if len(texts) > 5 else ''}), "
                           f"so it holds records, not a histogram: count one with --column (in Python, "
                           f"blowfish_te.io.histogram); {_CSV_HISTOGRAM}")
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def read_histogram(path) -> np.ndarray:
