@@ -118,9 +118,9 @@ def _policy(spec: str, shape: tuple[int, ...]):
 
 
 def _build_workload(spec: str, shape: tuple[int, ...], seed: int, ranges_file, domain=None, ranges_in: str = "values"):
-    """The --workload, or the --ranges file's queries: 'lo,hi' per line, values of the records'
-    column (``ranges_in`` "values"; the cells a histogram file's index, which are its values) or
-    cell indices ("cells"), both ends included."""
+    """The --workload, or the --ranges file's queries: 'lo,hi' per line, both ends included, in the
+    records' column's values (``ranges_in`` "values") or in cell indices ("cells"); a histogram
+    file's values are its cell indices, so there the two readings agree."""
     if ranges_file is not None:
         if len(shape) != 1:
             raise ValueError("--ranges needs a 1-D domain")
