@@ -8,6 +8,7 @@ Only the grouped counts (at most a few rows per cell) leave the engine, never th
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import pathlib
 import sys
@@ -24,6 +25,8 @@ __all__ = ["check_files", "duckdb_groups", "duckdb_marginals", "memory_groups", 
 
 _EXAMPLES = 3
 _SPARK_FORMATS = "the Spark engine reads CSV and Parquet files; use DuckDB for Arrow IPC"
+#: Seconds between two readings of DuckDB's query progress (the progress reporter rate-limits its lines).
+POLL_SECONDS = 0.5
 _DISTINCT_FIRST = 1 << 20  # group raw values before binning when valid records hold at most this many
 
 
@@ -226,7 +229,7 @@ def _reporting(con, run, progress):
     stop = threading.Event()
 
     def poll():
-        while not stop.wait(0.5):
+        while not stop.wait(POLL_SECONDS):
             try:
                 percent = con.query_progress()
             except Exception:  # noqa: BLE001 - a reader's error must not print a thread's traceback
@@ -262,13 +265,9 @@ def _show_progress(con):
     return restore
 
 
-_NO_PROGRESS_SAID = []
-
-
+@functools.cache
 def _say_no_progress_once() -> None:
-    if not _NO_PROGRESS_SAID:
-        _NO_PROGRESS_SAID.append(True)
-        sys.stderr.write(f"note: DuckDB {_duckdb().__version__} cannot report a query's progress (later versions "
+    sys.stderr.write(f"note: DuckDB {_duckdb().__version__} cannot report a query's progress (later versions "
                          "can): counting without progress\n")
 
 
