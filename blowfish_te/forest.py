@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse import csgraph
-from scipy.sparse.linalg import spsolve_triangular
 
 from ._graph import csgraph_ready
 from .errors import CyclicPolicyError
@@ -72,6 +70,7 @@ class RootedForest:
              (np.concatenate([edges[:, 0], roots]), np.concatenate([edges[:, 1], np.full(roots.size, top)]))),
             shape=(n, n),
         )
+        from scipy.sparse import csgraph  # loads scipy.sparse.linalg: on first use only
         bfs, pred = csgraph.breadth_first_order(csgraph_ready(adj), top, directed=False, return_predecessors=True)
         parent = pred.astype(np.int64)
         parent[top] = -1
@@ -92,6 +91,7 @@ class RootedForest:
         )
 
         def solve(matrix, rhs, is_lower):
+            from scipy.sparse.linalg import spsolve_triangular  # on first use only
             out = spsolve_triangular(matrix, rhs, lower=is_lower, unit_diagonal=True)
             return np.rint(out).astype(np.int64)
 

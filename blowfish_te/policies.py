@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse import csgraph
 
 from ._digest import digest
 from ._graph import csgraph_ready, signed_incidence
@@ -371,6 +370,7 @@ class Policy:
             u = np.concatenate(us) if us else np.zeros(0, dtype=np.int64)
             v = np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64)
             graph = sp.csr_array((np.ones(u.size, dtype=np.int8), (u, v)), shape=(n, n))
+            from scipy.sparse import csgraph  # loads scipy.sparse.linalg: on first use only
             count, labels = csgraph.connected_components(csgraph_ready(graph), directed=False)
             self._cache["components"] = (int(count), _readonly(labels.astype(np.int64)))
         return self._cache["components"]
@@ -448,6 +448,7 @@ class Policy:
         iu, iv = self.vertex(u), self.vertex(v)
         if iu == iv:
             return 0
+        from scipy.sparse import csgraph  # loads scipy.sparse.linalg: on first use only
         dist = csgraph.shortest_path(csgraph_ready(self.adjacency()), method="D", unweighted=True, indices=iu)
         d = dist[iv]
         return int(d) if np.isfinite(d) else math.inf

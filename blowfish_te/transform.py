@@ -28,11 +28,11 @@ import functools
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import LinearOperator
 
 from ._cache import IdentityCache
 from ._digest import digest
 from ._graph import signed_incidence
+from ._operator import FunctionMap, LinearMap
 from ._validation import check_histogram, check_real_array
 from .forest import CyclicPolicyError, RootedForest, is_line
 from .policies import Policy
@@ -260,14 +260,13 @@ class TransformedWorkload(Workload):
         """W_Gᵀ W_G = P_Gᵀ (WᵀW) P_G is structured when WᵀW is."""
         return self.base.structured_gram
 
-    def gram(self) -> LinearOperator:
+    def gram(self) -> LinearMap:
         """P_Gᵀ (WᵀW) P_G through the base workload's Gram operator when it is structured."""
         if not self.base.structured_gram:
             return super().gram()
         incidence, base = self.tree._incidence, self.base.gram()
-        return LinearOperator((self.size, self.size), dtype=np.float64,
-                              matvec=lambda y: incidence.T @ base.matvec(incidence @ y),
-                              matmat=lambda y: incidence.T @ base.matmat(incidence @ y))
+        product = lambda y: incidence.T @ base.matmat(incidence @ y)  # noqa: E731 (symmetric)
+        return FunctionMap((self.size, self.size), product, product)
 
     def gram_matrix(self, max_entries: int = 2**26) -> np.ndarray:
         """W_Gᵀ W_G = P_Gᵀ (WᵀW) P_G, by rows and columns of the base workload's Gram matrix."""

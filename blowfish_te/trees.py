@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse import csgraph
 
 from ._graph import csgraph_ready
 from ._grid import shape_label as _fmt
@@ -189,6 +188,8 @@ def _search_tree(policy: Policy, centre, name: str, weight: bool) -> Policy:
          (np.concatenate([adj.nonzero()[0], np.full(starts.size, hub_)]), np.concatenate([adj.nonzero()[1], starts]))),
         shape=(n + 1, n + 1),
     )
+    from scipy.sparse import csgraph  # loads scipy.sparse.linalg: on first use only
+
     if weight:
         _, pred = csgraph.dijkstra(csgraph_ready(graph), directed=False, indices=hub_, return_predecessors=True)
     else:
@@ -212,6 +213,7 @@ def shortest_path(policy: Policy, centre=None) -> Policy:
 def mst(policy: Policy) -> Policy:
     """Minimum spanning forest of the policy graph, edges weighted by cell L1 distance (⊥ edges: 1)."""
     check_policy(policy)
+    from scipy.sparse import csgraph  # loads scipy.sparse.linalg: on first use only
     tree = csgraph.minimum_spanning_tree(csgraph_ready(_weighted(policy, True))).tocoo()
     return _forest(policy.shape, tree.row, tree.col, f"mst({policy.name})", has_bottom=policy.has_bottom)
 

@@ -9,10 +9,17 @@ import subprocess
 import sys
 from importlib import metadata
 
+import pytest
+
 import blowfish_te
 
 #: Modules a first Identity release has no use for: each costs 0.1–1 s to import.
 HEAVY = ("scipy.optimize", "cvxpy", "networkx", "duckdb", "pyarrow", "click", "matplotlib", "pandas", "sklearn")
+
+#: Loaded by scipy.sparse.linalg (and scipy.sparse.csgraph, which imports it): ~45 ms, a quarter of
+#: ``import numpy, scipy.sparse``; workloads are linear maps of their own, so a release under a
+#: line or unbounded policy never needs them.
+LINALG = ("scipy.sparse.linalg", "scipy.linalg", "scipy.sparse.csgraph")
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -31,13 +38,15 @@ def test_importing_the_package_loads_no_heavy_module():
     assert "blowfish_te.mechanisms" not in loaded  # subpackages load on first use
 
 
-def test_a_first_identity_release_loads_no_heavy_module():
+@pytest.mark.parametrize("policy", ["unbounded((16,))", "line(16)"])
+def test_a_first_identity_release_loads_no_heavy_module(policy):
     loaded = _loaded_after(
         "import numpy as np\nimport blowfish_te as bt\n"
-        "bt.answer(bt.workloads.identity(16), np.arange(16), bt.policies.unbounded((16,)), 1.0, 'identity', rng=0)"
+        f"bt.answer(bt.workloads.identity(16), np.arange(16), bt.policies.{policy}, 1.0, 'identity', rng=0)"
     )
     assert "blowfish_te.release" in loaded  # the release did run
     assert _heavy(loaded) == []
+    assert sorted(name for name in LINALG if name in loaded) == []
 
 
 def test_the_version_loads_neither_the_command_line_nor_numpy():

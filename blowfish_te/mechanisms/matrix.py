@@ -61,7 +61,7 @@ class NonNegative(LinearMechanism):
     def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
         from scipy.optimize import lsq_linear  # heavy: loaded on first use
 
-        solution = lsq_linear(strategy, y, bounds=(0, np.inf), lsq_solver="lsmr", lsmr_tol="auto")
+        solution = lsq_linear(strategy.as_linear_operator(), y, bounds=(0, np.inf), lsq_solver="lsmr", lsmr_tol="auto")
         return workload.matvec(solution.x)
 
     def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> None:

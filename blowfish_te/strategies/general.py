@@ -8,9 +8,7 @@ otherwise LSMR iterations (answers only: the analytic error needs a factorisatio
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg as la
 import scipy.sparse as sp
-from scipy.sparse.linalg import lsmr, splu
 
 from .._grid import shape_label
 from .._validation import check_shape
@@ -41,6 +39,8 @@ class GeneralStrategy(LeastSquares, Workload):
         if self._sparse is not None:
             gram = sp.csc_array(self._sparse.T @ self._sparse)
             if gram.nnz <= 50 * k:
+                from scipy.sparse.linalg import splu  # loads scipy.linalg: on first use only
+
                 try:
                     self._sparse_lu = splu(gram)
                 except RuntimeError:
@@ -51,9 +51,11 @@ class GeneralStrategy(LeastSquares, Workload):
                 return
         if k <= MAX_DENSE_CELLS:
             gram = base.gram_matrix(max_entries=k * k)
+            from scipy.linalg import cho_factor
+
             try:
-                self._factor = la.cho_factor(gram, lower=True)
-            except la.LinAlgError:
+                self._factor = cho_factor(gram, lower=True)
+            except np.linalg.LinAlgError:
                 raise ValueError(singular) from None
             # a factor of a numerically singular matrix can still come out: check its pivots
             pivots = np.diagonal(self._factor[0]) ** 2
@@ -62,7 +64,9 @@ class GeneralStrategy(LeastSquares, Workload):
 
     def _solve(self, b: np.ndarray) -> np.ndarray:
         if self._factor is not None:
-            return la.cho_solve(self._factor, b)
+            from scipy.linalg import cho_solve
+
+            return cho_solve(self._factor, b)
         if self._sparse_lu is not None:
             return self._sparse_lu.solve(b)
         raise NotImplementedError(
@@ -85,6 +89,8 @@ class GeneralStrategy(LeastSquares, Workload):
     def _pinv_matmat(self, y):
         y = np.asarray(y, dtype=np.float64)
         if self._factor is None and self._sparse_lu is None:  # LSMR, column by column
+            from scipy.sparse.linalg import lsmr
+
             op = self._sparse if self._sparse is not None else self.base
             return np.stack([lsmr(op, y[:, j], atol=1e-12, btol=1e-12)[0] for j in range(y.shape[1])], axis=1)
         return self._solve(np.asarray(self.base.rmatmat(y), dtype=np.float64))

@@ -6,8 +6,10 @@ Builders return ready objects, in the style of networkx generators::
     W = workloads.random_ranges(4096, 2000, rng=0)
     W = workloads.dpbench_ranges((256, 256), 2000, rng=0)   # DPBench's random rectangles
 
-Every workload is a ``scipy.sparse.linalg.LinearOperator`` with its domain, Gram operator,
-column-difference norms (for sensitivities) and a sparse form where feasible.
+Every workload is an implicit linear map with the interface of scipy's ``LinearOperator``
+(``W @ x``, ``W.T @ y``, scipy's solvers take it; ``W.as_linear_operator()`` for scipy's operator
+algebra), with its domain, Gram operator, column-difference norms (for sensitivities) and a sparse
+form where feasible.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import LinearOperator
 
 from .._digest import digest
+from .._operator import LinearMap
 from .._validation import check_index_array, check_size
 from .base import Workload, as_block, check_norm
 from .boxes import Boxes
@@ -62,7 +62,7 @@ class AllRanges(Workload):
     def max_abs_entry(self) -> float:
         return 1.0
 
-    def gram(self) -> LinearOperator:
+    def gram(self) -> LinearMap:
         """WᵀW with entries (min(u, v) + 1)(k - max(u, v)), applied in O(k)."""
         return _AllRangesGram(self.size)
 
@@ -108,12 +108,12 @@ class AllRanges(Workload):
         return self._as_boxes().times_incidence(child, parent)
 
 
-class _AllRangesGram(LinearOperator):
+class _AllRangesGram(LinearMap):
     """(G y)_u = (k - u) Σ_{v <= u} (v + 1) y_v + (u + 1) Σ_{v > u} (k - v) y_v."""
 
     def __init__(self, k: int):
         self.k = k
-        super().__init__(dtype=np.float64, shape=(k, k))
+        super().__init__((k, k))
 
     def _matmat(self, y):
         y = np.asarray(y)

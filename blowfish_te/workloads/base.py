@@ -1,7 +1,8 @@
 """The workload interface: a linear query matrix W (m × K) as an implicit operator.
 
-:class:`Workload` extends ``scipy.sparse.linalg.LinearOperator`` (products with vectors and
-matrices on both sides, ``.T``, composition) with what the rest of the library needs:
+:class:`Workload` is a linear map with the interface of ``scipy.sparse.linalg.LinearOperator``
+(products with vectors and matrices on both sides, ``.T``, scipy's solvers;
+``as_linear_operator()`` for scipy's operator algebra) and what the rest of the library needs:
 the domain grid, column access for sensitivities (:meth:`~Workload.difference_norms`,
 :meth:`~Workload.column_diameter`), Frobenius norms for analytic errors, the Gram operator
 and a sparse form where that is feasible. The generic implementations here work from products
@@ -15,9 +16,9 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import LinearOperator
 
 from .._graph import signed_incidence
+from .._operator import LinearMap
 from .._validation import check_index_array, check_shape
 
 #: Default cap on dense arrays built on request (entries), 512 MB of float64.
@@ -57,7 +58,7 @@ def check_norm(norm: str) -> str:
     return norm
 
 
-class Workload(LinearOperator):
+class Workload(LinearMap):
     """A linear counting workload W with ``shape == (m, K)`` over a domain grid ``domain``.
 
     Subclasses implement ``_matmat`` and ``_rmatmat`` (dense blocks in, dense blocks out).
@@ -71,31 +72,19 @@ class Workload(LinearOperator):
     def __init__(self, domain, num_queries: int, name: str):
         self.domain = check_shape(domain, "domain")
         self.name = name
-        super().__init__(dtype=np.float64, shape=(int(num_queries), math.prod(self.domain)))
+        super().__init__((int(num_queries), math.prod(self.domain)))
 
     def __repr__(self) -> str:
         m, k = self.shape
         return f"<{type(self).__name__} {self.name}: {m} queries × {k} cells>"
 
-    # LinearOperator plumbing: inputs checked with a clear message, vectors through the blocks.
+    # products: inputs checked with this workload's message, vectors through the blocks.
     def _check_rows(self, x, what: str, matrix: bool):
         rows, unit = (self.shape[0], "query") if what.startswith("r") else (self.shape[1], "cell")
         shape = np.shape(x)
         if (len(shape) != 2 or shape[0] != rows) if matrix else shape not in ((rows,), (rows, 1)):
             kind = f"a ({rows}, n) block, one row per {unit}" if matrix else f"a vector of {rows} entries, one per {unit}"
             raise ValueError(f"{what} of {self.name} needs {kind}; got shape {shape}")
-
-    def dot(self, x):
-        """W x (also ``W @ x``), with this workload's message for a wrong shape: scipy >= 1.18
-        checks the shape in ``dot`` before ``matvec`` or ``matmat`` is reached."""
-        if not isinstance(x, LinearOperator) and not np.isscalar(x):
-            arr = np.asarray(x)
-            if arr.ndim == 1 or (arr.ndim == 2 and arr.shape[1] == 1):
-                return self.matvec(x)
-            if arr.ndim == 2:
-                return self.matmat(x)
-            self._check_rows(arr, "matmat", True)
-        return super().dot(x)
 
     def matvec(self, x):
         self._check_rows(x, "matvec", False)
@@ -112,15 +101,6 @@ class Workload(LinearOperator):
     def rmatmat(self, y):
         self._check_rows(y, "rmatmat", True)
         return super().rmatmat(y)
-
-    def _matvec(self, x):
-        return self._matmat(np.asarray(x).reshape(-1, 1)).reshape(-1)
-
-    def _rmatvec(self, y):
-        return self._rmatmat(np.asarray(y).reshape(-1, 1)).reshape(-1)
-
-    def _adjoint(self):
-        return _Adjoint(self)
 
     @property
     def num_queries(self) -> int:
@@ -169,7 +149,7 @@ class Workload(LinearOperator):
         return np.asarray(self.matmat(e), dtype=np.float64)
 
     # -- Gram matrix --------------------------------------------------------------------------
-    def gram(self) -> LinearOperator:
+    def gram(self) -> LinearMap:
         """The Gram matrix WᵀW as an implicit K × K operator."""
         return _Gram(self)
 
@@ -266,46 +246,17 @@ class Workload(LinearOperator):
         return best
 
 
-class _Adjoint(LinearOperator):
-    """Wᵀ, with the block products of its workload."""
-
-    def __init__(self, workload: Workload):
-        self.workload = workload
-        m, k = workload.shape
-        super().__init__(dtype=workload.dtype, shape=(k, m))
-
-    def _matmat(self, y):
-        return self.workload._rmatmat(np.asarray(y))
-
-    def _rmatmat(self, x):
-        return self.workload._matmat(np.asarray(x))
-
-    def _matvec(self, y):
-        return self._matmat(np.asarray(y).reshape(-1, 1)).reshape(-1)
-
-    def _rmatvec(self, x):
-        return self._rmatmat(np.asarray(x).reshape(-1, 1)).reshape(-1)
-
-    def _adjoint(self):
-        return self.workload
-
-
-class _Gram(LinearOperator):
+class _Gram(LinearMap):
     """WᵀW applied as Wᵀ(W x)."""
 
     def __init__(self, workload: Workload):
         self.workload = workload
-        k = workload.size
-        super().__init__(dtype=workload.dtype, shape=(k, k))
+        super().__init__((workload.size, workload.size))
 
     def _matmat(self, x):
         return self.workload._rmatmat(self.workload._matmat(np.asarray(x)))
 
-    def _matvec(self, x):
-        return self._matmat(np.asarray(x).reshape(-1, 1)).reshape(-1)
-
     _rmatmat = _matmat
-    _rmatvec = _matvec
 
     def _adjoint(self):
         return self
