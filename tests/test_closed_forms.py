@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import blowfish_te as bt
 from blowfish_te import workloads as wl
 from blowfish_te.strategies import GeneralStrategy, HaarStrategy, Hierarchy, TreeStrategy, greedy_hierarchy, hierarchical
-from blowfish_te.strategies.base import LeastSquares
+from blowfish_te.strategies.base import LeastSquares, sparse_rows
 from blowfish_te.strategies.greedy import _CellSpace, _image_space, _QuerySpace
 from blowfish_te.transform import transform
 from blowfish_te.workloads import Boxes
@@ -192,3 +192,17 @@ def test_general_strategy_trace_form_with_a_dense_factor():
         dense = np.linalg.norm(workload.dense() @ np.linalg.pinv(rows.dense())) ** 2
         assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(dense, rel=1e-8)
         assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(generic_error(strategy, workload), rel=1e-9)
+
+
+def test_general_strategy_trace_form_reads_sparse_rows_and_products_alike():
+    """W's rows taken from its sparse form (boxes) or through Wᵀ products (a workload without
+    one) give one ‖W A⁺‖²_F."""
+    rng = np.random.default_rng(11)
+    k = 300
+    rows = Boxes((k,), np.arange(k), np.minimum(np.arange(k) + 2, k - 1), weights=rng.uniform(0.2, 3, k))
+    strategy = GeneralStrategy(rows)
+    assert strategy._sparse_lu is not None
+    workload = random_boxes((k,), 120, rng)
+    products_only = wl.Stacked([workload])  # no sparse form of its own: its rows come through Wᵀ
+    assert sparse_rows(workload) is not None and sparse_rows(products_only) is None
+    assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(strategy.lstsq_frobenius_sq(products_only), rel=1e-12)

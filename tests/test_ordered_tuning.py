@@ -190,6 +190,28 @@ def test_expected_errors_are_kept_per_workload():
     assert mech.expected_error_native(prefixes, 0.5, policy) == pytest.approx(4 * prefix, rel=1e-12)
 
 
+def test_a_plan_is_solved_once_for_every_instance_and_setting_that_measures_its_rows(monkeypatch):
+    """Errors are kept by the content of the weighted rows: under ``line`` (θ = 1) every plan
+    measures single cells, so the untuned mechanism's plan and every plan the tuned one compares
+    are one least-squares solve; a new workload is solved anew, and the kept value is the exact one."""
+    from blowfish_te.mechanisms import ordered
+    from blowfish_te.strategies import GeneralStrategy
+
+    solved = []
+    exact = GeneralStrategy.lstsq_frobenius_sq
+    monkeypatch.setattr(GeneralStrategy, "lstsq_frobenius_sq", lambda self, w: solved.append(w.name) or exact(self, w))
+    monkeypatch.setattr(ordered, "_EXACT_ERRORS", ordered.IdentityCache())
+    policy, prefixes = policies.line(64), wl.prefix(64)
+    plain = MECHANISMS["ordered_hierarchical"]().expected_error_native(prefixes, 1.0, policy)
+    tuned = MECHANISMS["ordered_hierarchical_tuned"]().expected_error_native(prefixes, 1.0, policy)
+    assert len(solved) == 1 and tuned == plain
+    other = wl.prefix(64)  # equal rows, another object: kept by identity, so solved again
+    assert MECHANISMS["ordered_hierarchical"]().expected_error_native(other, 1.0, policy) == plain
+    assert len(solved) == 2
+    monkeypatch.setattr(ordered, "_EXACT_ERRORS", ordered.IdentityCache())
+    assert MECHANISMS["ordered_hierarchical"]().expected_error_native(prefixes, 1.0, policy) == plain
+
+
 def test_nothing_measured_has_no_error():
     # one cell and its count public: nothing to measure
     mech = MECHANISMS["ordered_hierarchical"]()

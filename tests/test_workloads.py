@@ -447,6 +447,26 @@ def test_ramped_prefixes_and_stacks_match_their_dense_twins(k, seed):
     assert ramps.is_binary == bool(np.all(widths == 1))
 
 
+def test_ramped_prefixes_and_stacks_are_fingerprinted_by_content():
+    ramps = wl.RampedPrefixes(10, [1, 4], [2, 3])
+    assert ramps.fingerprint() == wl.RampedPrefixes(10, [1, 4], [2, 3]).fingerprint()
+    assert ramps.fingerprint() != wl.RampedPrefixes(10, [1, 4], [2, 2]).fingerprint()
+    assert ramps.fingerprint() != wl.RampedPrefixes(11, [1, 4], [2, 3]).fingerprint()
+    stacked = wl.Stacked([ramps, wl.prefix(10)], [0.5, 3.0])
+    assert stacked.fingerprint() == wl.Stacked([wl.RampedPrefixes(10, [1, 4], [2, 3]), wl.prefix(10)], [0.5, 3.0]).fingerprint()
+    assert stacked.fingerprint() != wl.Stacked([ramps, wl.prefix(10)], [0.5, 2.0]).fingerprint()
+    assert stacked.fingerprint() != wl.Stacked([wl.prefix(10), ramps], [3.0, 0.5]).fingerprint()  # rows in order
+
+    class Bare(wl.Workload):  # products only, no fingerprint
+        def _matmat(self, x):
+            return np.asarray(x, dtype=np.float64)
+
+        def _rmatmat(self, y):
+            return np.asarray(y, dtype=np.float64)
+
+    assert wl.Stacked([wl.prefix(10), Bare((10,), 10, "bare")]).fingerprint() is None
+
+
 def test_ramped_prefixes_and_stacks_refuse_bad_windows_and_parts():
     with pytest.raises(ValueError, match="disjoint"):
         wl.RampedPrefixes(10, [0, 2], [3, 2])

@@ -14,7 +14,7 @@ from .._grid import shape_label
 from .._validation import check_shape
 from ..workloads import Boxes, Workload, as_workload
 from ..workloads.base import CHUNK_ENTRIES, unit_blocks
-from .base import LeastSquares
+from .base import LeastSquares, sparse_rows
 
 #: Largest domain for the dense Cholesky factor of AᵀA (K² entries).
 MAX_DENSE_CELLS = 4096
@@ -106,9 +106,14 @@ class GeneralStrategy(LeastSquares, Workload):
         m, k = workload.shape
         if m > self.shape[0] or (workload.structured_gram and m > k):
             return super().lstsq_frobenius_sq(workload)
+        rows = sparse_rows(workload)  # W's rows as blocks of a sparse array: no product per block
+        columns = None if rows is None else sp.csc_array(rows.T)
         total = 0.0
-        for _, unit in unit_blocks(m, CHUNK_ENTRIES // max(2 * k, 1)):
-            block = np.asarray(workload.rmatmat(unit), dtype=np.float64)
+        for index, unit in unit_blocks(m, CHUNK_ENTRIES // max(2 * k, 1)):
+            if columns is None:
+                block = np.asarray(workload.rmatmat(unit), dtype=np.float64)
+            else:
+                block = columns[:, index].toarray()
             total += float((block * self._solve(block)).sum())
         return total
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._digest import digest
 from .._validation import check_index_array, check_int
 from .base import Workload, as_block, check_norm
 
@@ -36,6 +37,9 @@ class RampedPrefixes(Workload):
         self.starts, self.widths, self.ends = starts, widths, ends
         super().__init__((k,), starts.size, f"ramped prefixes({k}, {starts.size})")
         self.is_binary = bool(np.all(widths == 1))
+
+    def fingerprint(self) -> str:
+        return digest("ramped_prefixes", self.size, self.starts, self.widths)
 
     def _matmat(self, x):
         x = as_block(x)

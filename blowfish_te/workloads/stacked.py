@@ -7,6 +7,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from .._digest import digest
 from .._validation import check_real
 from .base import Workload, as_block, check_norm
 
@@ -35,6 +36,11 @@ class Stacked(Workload):
         self._offsets = np.cumsum([0] + [part.num_queries for part in parts])
         super().__init__(domain, int(self._offsets[-1]), name or " + ".join(part.name for part in parts))
         self.is_binary = all(part.is_binary for part in parts) and all(w == 1.0 for w in self.weights)
+
+    def fingerprint(self) -> str | None:
+        """The parts' fingerprints and weights, in order (None when a part has none)."""
+        prints = [part.fingerprint() for part in self.parts]
+        return None if None in prints else digest("stacked", tuple(prints), np.asarray(self.weights))
 
     def _matmat(self, x):
         x = as_block(x)
