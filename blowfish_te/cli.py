@@ -529,26 +529,34 @@ def list_datasets(data_dir):
 @click.option("--list", "list_only", is_flag=True, help="List the standard workloads and where each is stored; build nothing.")
 def strategies(out_dir, names, list_only):
     """Optimise the standard workloads' strategies once (prefixes and all ranges over 2^8..2^12
-    cells, DPBench's rectangles over 64x64 and 128x128; up to ~100 s each), so that `optimized`
-    and `auto` use them at once in every later run."""
-    from .mechanisms import Optimized
-    from .strategies.standard import build_standard, standard_workloads
-    from .strategies.store import default_store, shipped_directory
+    cells, DPBench's rectangles over 64x64 and 128x128; up to ~100 s each) and plan `auto` for
+    each under unbounded DP and line (1-D) or grid:1 (2-D), so that `optimized` and `auto` use
+    them at once in every later run, at any epsilon."""
+    from .mechanisms import Auto, Optimized
+    from .strategies.standard import build_standard, standard_policies, standard_workloads
+    from .strategies.store import choice_key, default_store, shipped_directory
 
     try:
         if list_only:
             mech, store = Optimized(), default_store()
+
+            def where(key, suffix):
+                shipped = key is not None and (shipped_directory() / f"{key}{suffix}").is_file()
+                found = store.contains(key) if suffix == ".npz" else store.load_record(key) is not None
+                return "shipped" if shipped else ("cached" if found else "not built")
+
             for name, build in standard_workloads().items():
-                key = mech.store_key(build())
-                shipped = key is not None and (shipped_directory() / f"{key}.npz").is_file()
-                where = "shipped" if shipped else ("cached" if store.contains(key) else "not built")
-                click.echo(f"{name:<30} {where}")
+                workload = build()
+                click.echo(f"{name:<44} {where(mech.store_key(workload), '.npz')}")
+                for spec, policy in standard_policies(workload).items():
+                    key = choice_key(Auto(), workload, policy, "auto")
+                    click.echo(f"{name + '/auto/' + spec:<44} {where(key, '.json')}")
             return
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             _check_output(out_dir / "strategy.npz")
         for built in build_standard(out_dir, names or None):
-            click.echo(f"{built.name:<30} {built.status:<7} {built.seconds:7.1f} s  {built.strategy.name}")
+            click.echo(f"{built.name:<44} {built.status:<7} {built.seconds:7.1f} s  {built.summary}")
     except (ValueError, OSError) as err:
         _fail(err)
 

@@ -281,15 +281,44 @@ class TransformRoute(Candidate):
                        component_totals=totals)
 
 
+@dataclass(frozen=True)
+class StoredCandidate(Candidate):
+    """A candidate compared when a choice was first planned, read back from the plan store with
+    its per-query MSE at this ε: listed in the plan, never executed."""
+
+    stored_label: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.stored_label
+
+    def execute(self, x, gen):
+        raise RuntimeError("a stored candidate is listed in the plan, never executed")
+
+
 class ChoiceRoute:
     """The candidates of every (mechanism, route) a chooser compares (tag ``"choice"``: the
     mechanism's ``choices(workload, policy, route)`` lists them), each executed by its own
-    mechanism."""
+    mechanism.
+
+    A choice reads the workload, the policy and ε only, and every analytic error scales as 1/ε²,
+    so it is planned once per (chooser, workload, policy, route) and kept in the strategy store
+    (:func:`~blowfish_te.strategies.store.choice_key`; ``BLOWFISH_TE_CACHE_DIR``): a later plan,
+    in any process and at any ε, plans the winner alone and lists the others with their stored
+    errors. The winner is planned anew and must give its stored error (else everything is
+    planned again), so a stale or damaged record costs time, never a wrong release."""
 
     @classmethod
     def candidates(cls, request, found):
+        from .strategies.store import choice_key, default_store
+
         mech = request.mechanism
         pairs, note = mech.choices(request.workload, request.policy, request.route)
+        store = default_store()
+        key = None if request.tree is not None else choice_key(mech, request.workload, request.policy, request.route)
+        stored = _stored_choice(request, pairs, store.load_record(key))
+        if stored is not None:
+            return stored
         listed, skipped = [], []
         for sub, sub_route in pairs:
             try:
@@ -303,7 +332,61 @@ class ChoiceRoute:
         reason = f"{mech.name}: lowest analytic expected error over {', '.join(m.name for m, _ in pairs)}; {note}"
         if skipped:
             reason += "; not applicable: " + ", ".join(skipped)
+        store.save_record(key, _choice_record(request, listed, reason))
         return listed, reason
+
+
+def _at_unit(value: float | None, epsilon: float) -> float | None:
+    return None if value is None else value * epsilon**2
+
+
+def _choice_record(request, listed: list[Candidate], reason: str) -> dict:
+    """What a later plan needs to list this choice: the winner (its mechanism, route and tree)
+    and every candidate's label and per-query MSE (or floor) at ε = 1."""
+    winner = sorted(listed, key=rank_key)[0]
+    return {
+        "winner": {"mechanism": winner.mechanism.name, "route": winner.route,
+                   "tree": None if winner.tree is None else winner.tree.name, "label": winner.label,
+                   "mse": _at_unit(winner.expected_mse, request.epsilon)},
+        "candidates": [{"mechanism": c.mechanism.name, "route": c.route, "label": c.label, "stretch": c.stretch,
+                        "mse": _at_unit(c.expected_mse, request.epsilon), "floor": _at_unit(c.floor, request.epsilon)}
+                       for c in listed],
+        "reason": reason,
+    }
+
+
+def _stored_choice(request, pairs, record: dict | None):
+    """(candidates, reason) from a stored choice: the winner planned anew (it must give its stored
+    error), the others listed as stored; None when there is no usable record."""
+    try:
+        winner = record["winner"]
+        subs = {sub.name: sub for sub, _ in pairs}
+        sub = subs[winner["mechanism"]]
+        route = {"exact": "exact", "native": "auto", "transform": "transform"}[winner["route"]]
+        tree = None
+        if winner["route"] == "transform" and not request.policy.is_forest:
+            trees = [t for t in tree_lib.candidates(request.policy).values()
+                     if transform(request.policy, t).tree.name == winner["tree"]]
+            tree = trees[0]
+        chosen = plan_routes(request.workload, request.policy, request.epsilon, sub, route, tree).chosen
+        expected = _at_unit(chosen.expected_mse, request.epsilon)
+        if chosen.label != winner["label"] or (expected is None) != (winner["mse"] is None):
+            return None
+        if expected is not None and not math.isclose(expected, float(winner["mse"]), rel_tol=1e-9):
+            return None
+        listed = [chosen]
+        scale = request.epsilon**-2
+        for c in record["candidates"]:
+            if c["mechanism"] == winner["mechanism"] and c["label"] == winner["label"]:
+                continue
+            mse, floor = c["mse"], c["floor"]
+            listed.append(StoredCandidate(
+                route=str(c["route"]), stretch=c["stretch"], expected_mse=None if mse is None else float(mse) * scale,
+                floor=None if floor is None else float(floor) * scale, mechanism=subs[c["mechanism"]],
+                workload=request.workload, policy=request.policy, epsilon=request.epsilon, stored_label=str(c["label"])))
+        return listed, f"{record['reason']}; planned before, read from the plan store (the winner planned anew)"
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None
 
 
 #: Route classes by the tag a mechanism declares in ``routes``.

@@ -92,13 +92,17 @@ def test_strategies_lists_the_shipped_set_and_builds_into_a_folder(tmp_path):
     assert listed.exit_code == 0, listed.output
     lines = dict(line.split(None, 1) for line in listed.output.splitlines())
     assert lines["prefix:4096"].strip() == "shipped" and lines["dpbench_ranges:2000@128x128"].strip() == "shipped"
+    assert lines["prefix:4096/auto/line"].strip() == "shipped"  # auto's choice under each standard policy
+    assert lines["dpbench_ranges:2000@128x128/auto/grid:1"].strip() == "shipped"
     out = tmp_path / "made"
     built = CliRunner().invoke(main, ["strategies", "--out", str(out), "--only", "prefix:256"])
     assert built.exit_code == 0, built.output
-    assert "prefix:256" in built.output and " built " in built.output
-    assert len(list(out.glob("*.npz"))) == 1
+    assert [line.split()[:2] for line in built.output.splitlines()] == [
+        ["prefix:256", "built"], ["prefix:256/auto/unbounded", "built"], ["prefix:256/auto/line", "built"]]
+    files = sorted(out.iterdir())  # the strategy, auto's choices and what they planned (strategies, tuned settings)
+    assert {f.suffix for f in files} == {".npz", ".json"} and len([f for f in files if f.suffix == ".json"]) >= 2
     again = CliRunner().invoke(main, ["strategies", "--out", str(out), "--only", "prefix:256"])
-    assert " stored " in again.output and len(list(out.glob("*.npz"))) == 1
+    assert [line.split()[1] for line in again.output.splitlines()] == ["stored"] * 3 and sorted(out.iterdir()) == files
     bad = CliRunner().invoke(main, ["strategies", "--out", str(out), "--only", "prefix:7"])
     assert bad.exit_code == 1 and bad.output.startswith("Error:") and "allowed: prefix:256" in bad.output
 

@@ -256,6 +256,8 @@ class OrderedHierarchical(NativeMechanism):
         theta = self._theta(policy)
         if share is None:
             share = self._default_share(policy, block, s_rows is not None)
+        if not 0.0 <= share <= 1.0:  # ε_S = share·ε and ε_H = (1 − share)·ε must compose to ε
+            raise ValueError(f"the share of ε for the S nodes must lie in [0, 1], got {share!r}")
         if h_rows is None:
             share = 1.0
         if s_rows is None:
@@ -371,6 +373,23 @@ class OrderedHierarchical(NativeMechanism):
 _EXACT_ERRORS = IdentityCache()
 
 
+def _checked_settings(record) -> tuple[int | None, float | None, int | None, int | None] | None:
+    """Stored tuned settings (spacing, share, fan-out, ramp), or None when the record is absent or
+    not such settings: whole numbers of the right ranges (or None), a share strictly inside (0, 1).
+    Privacy does not rest on them: Δ of each group is computed from the policy's edges for the
+    rows a plan measures, and :meth:`OrderedHierarchical._plan` refuses a share outside [0, 1]."""
+    try:
+        spacing, share, fanout, ramp = record["settings"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    whole = [(spacing, 1), (fanout, 2), (ramp, 2)]
+    if not all(v is None or (type(v) is int and v >= low) for v, low in whole):
+        return None
+    if share is not None and not (type(share) is float and 0.0 < share < 1.0):
+        return None
+    return spacing, share, fanout, ramp
+
+
 def _error_of(plan: tuple) -> float:
     return plan[0]
 
@@ -461,8 +480,21 @@ class TunedOrderedHierarchical(OrderedHierarchical):
         return evaluations * SECONDS_PER_CELL_QUERY * workload.size * queries + plans * SECONDS_PER_EDGE * policy.num_edges
 
     def _settings(self, workload: Workload, policy: Policy) -> tuple[int | None, float | None, int | None, int | None]:
+        """The tuned settings, kept per (workload, policy) in this process and in the strategy
+        store across processes (they read the workload and the policy only)."""
         per_policy = self._cache("settings").get(policy, IdentityCache)
-        return per_policy.get(workload, lambda: self._tune(workload, policy))
+        return per_policy.get(workload, lambda: self._stored_settings(workload, policy))
+
+    def _stored_settings(self, workload: Workload, policy: Policy) -> tuple[int | None, float | None, int | None, int | None]:
+        from ..strategies.store import default_store, strategy_key
+
+        store = default_store()
+        key = strategy_key(f"{self.name}-settings", workload, policy, (self.fanout,))
+        settings = _checked_settings(store.load_record(key))
+        if settings is None:
+            settings = self._tune(workload, policy)
+            store.save_record(key, {"settings": list(settings)})
+        return settings
 
     def _tune(self, workload: Workload, policy: Policy) -> tuple[int | None, float | None, int | None, int | None]:
         evaluated = [(self._unit_error(workload, policy, None, None), (None, None, None, None))]  # He et al.'s plan

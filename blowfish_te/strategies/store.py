@@ -27,10 +27,12 @@ as damage too.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
 from collections.abc import Callable
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -69,13 +71,19 @@ def shipped_directory():
 
 def strategy_key(template: str, workload, policy, params: tuple) -> str | None:
     """The entry's name: a digest of the library version, :data:`REVISION`, ``template``, the
-    workload's and the policy's fingerprints and ``params``; None when the workload has no fingerprint."""
+    workload's and the policy's fingerprints and ``params``; None when the workload has no
+    fingerprint or the policy more than :data:`MAX_FINGERPRINT_EDGES` edges."""
     from .. import __version__
 
     fingerprint = workload.fingerprint()
     if fingerprint is None:
         return None
-    return digest("strategy", __version__, REVISION, template, fingerprint, None if policy is None else policy.fingerprint(), params)
+    if policy is None:
+        return digest("strategy", __version__, REVISION, template, fingerprint, None, params)
+    policy_print = _policy_print(policy)
+    if policy_print is None:
+        return None
+    return digest("strategy", __version__, REVISION, template, fingerprint, policy_print, params)
 
 
 def to_arrays(strategy) -> dict[str, np.ndarray]:
@@ -103,6 +111,30 @@ def from_arrays(arrays, domain: tuple[int, ...]):
     raise ValueError(f"unknown stored strategy kind {kind!r}")
 
 
+#: Policies with more edges are not fingerprinted for stored records (the digest lists every edge).
+MAX_FINGERPRINT_EDGES = 2**22
+
+
+def _policy_print(policy) -> str | None:
+    return policy.fingerprint() if policy.num_edges <= MAX_FINGERPRINT_EDGES else None
+
+
+def choice_key(chooser, workload, policy, route: str) -> str | None:
+    """The name of a chooser's stored choice (``auto``: which candidate and route won, and every
+    candidate's error): a digest of the library version, :data:`REVISION`, the chooser's name and
+    parameters, the names it compares (plug-ins included), the workload's and the policy's
+    fingerprints and the route asked for; None when either has no fingerprint (a policy of more
+    than :data:`MAX_FINGERPRINT_EDGES` edges has none here)."""
+    from .. import __version__
+
+    workload_print, policy_print = workload.fingerprint(), _policy_print(policy)
+    if workload_print is None or policy_print is None:
+        return None
+    params = tuple(sorted((name, repr(value)) for name, value in chooser.get_params().items()))
+    return digest("choice", __version__, REVISION, chooser.name, params, tuple(chooser.compared()), workload_print,
+                  policy_print, route)
+
+
 class StrategyStore:
     """Reads shipped strategies and the cache directory, writes new ones to the cache directory.
 
@@ -113,8 +145,8 @@ class StrategyStore:
         self.directory = None if directory is None else Path(directory)
         self.shipped = shipped
 
-    def _candidates(self, key: str):
-        name = f"{key}.npz"
+    def _candidates(self, key: str, suffix: str = ".npz"):
+        name = f"{key}{suffix}"
         if self.shipped:
             yield shipped_directory() / name
         if self.directory is not None:
@@ -158,6 +190,37 @@ class StrategyStore:
         except OSError:
             Path(name).unlink(missing_ok=True)
 
+    def load_record(self, key: str | None) -> dict | None:
+        """The JSON record stored under ``key`` (``<key>.json``), or None (absent or unreadable)."""
+        if key is None:
+            return None
+        for path in self._candidates(key, ".json"):
+            if not path.is_file():
+                continue
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(record, dict):
+                return record
+        return None
+
+    def save_record(self, key: str | None, record: dict) -> None:
+        """Write ``record`` as JSON under ``key`` (atomically; a directory that cannot be written is skipped)."""
+        if key is None or self.directory is None:
+            return
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            handle, name = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+        except OSError:
+            return
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(record, out)
+            os.replace(name, self.directory / f"{key}.json")
+        except OSError:
+            Path(name).unlink(missing_ok=True)
+
     def get(self, key: str | None, domain: tuple[int, ...], compute: Callable[[], object]):
         """The stored strategy for ``key``, else ``compute()`` (then stored)."""
         strategy = self.load(key, domain)
@@ -167,6 +230,23 @@ class StrategyStore:
         return strategy
 
 
+#: The store every read and write goes to while a set is built (:func:`building_into`), else None.
+_BUILDING: list[StrategyStore] = []
+
+
 def default_store() -> StrategyStore:
-    """The store of shipped strategies and :func:`cache_directory` (read from the environment now)."""
-    return StrategyStore(cache_directory())
+    """The store of shipped strategies and :func:`cache_directory` (read from the environment
+    now); while :func:`building_into` runs, the store being built alone."""
+    return _BUILDING[-1] if _BUILDING else StrategyStore(cache_directory())
+
+
+@contextmanager
+def building_into(store: StrategyStore):
+    """Direct every stored record read or written through :func:`default_store` to ``store``
+    alone while the block runs (``blowfish-te strategies --out``: the target folder alone decides
+    what is missing, so a release build writes every file)."""
+    _BUILDING.append(store)
+    try:
+        yield store
+    finally:
+        _BUILDING.pop()
