@@ -80,6 +80,10 @@ class Request:
     mechanism: object
     route: str = "auto"
     tree: Policy | None = None
+    #: The lowest per-query MSE of candidates compared outside this plan (a chooser's other
+    #: mechanisms): transform routes whose lower bound exceeds it are skipped, as those of the
+    #: plan's own routes are.
+    bound: float | None = None
 
 
 @dataclass(frozen=True)
@@ -243,6 +247,7 @@ class TransformRoute(Candidate):
         listed = []
         for t in tree_lib.candidates(policy).values():
             known = [c.expected_mse for c in found + listed if c.expected_mse is not None]
+            known += [] if request.bound is None else [request.bound]
             tr = transform(policy, t)
             floor = transform_floor(workload, tr, epsilon) if known else None
             if floor is not None and floor > min(known) * (1 + 1e-9):
@@ -319,14 +324,25 @@ class ChoiceRoute:
         stored = _stored_choice(request, pairs, store.load_record(key))
         if stored is not None:
             return stored
-        listed, skipped = [], []
-        for sub, sub_route in pairs:
+        per_pair, skipped, bound = {}, [], None
+        # the optimised strategy first: usually the best, it bounds the others' transform routes
+        order = sorted(range(len(pairs)), key=lambda i: pairs[i][0].name != "optimized")
+        for i in order:
+            sub, sub_route = pairs[i]
             try:
-                sub_plan = plan_routes(request.workload, request.policy, request.epsilon, sub, sub_route, request.tree)
+                if bound is None:
+                    sub_plan = plan_routes(request.workload, request.policy, request.epsilon, sub, sub_route, request.tree)
+                else:  # bounded by the others: not the mechanism's own plan, so not kept as one
+                    sub_plan = _plan(replace(request, mechanism=sub, route=sub_route, bound=bound))
             except (ValueError, TypeError) as err:  # a native mechanism for other policies, a route it lacks
                 skipped.append(f"{sub.name} ({str(err).split(';')[0]})")
                 continue
-            listed += sub_plan.considered
+            per_pair[i] = sub_plan.considered
+            errors = [c.expected_mse for c in sub_plan.considered if c.expected_mse is not None]
+            if errors:
+                bound = min(errors) if bound is None else min(bound, *errors)
+        listed = [c for i in sorted(per_pair) for c in per_pair[i]]  # in the compared order: ties go to the first
+        skipped.sort(key=lambda text: [sub.name for sub, _ in pairs].index(text.split(" (")[0]))
         if not listed:
             raise ValueError(f"no candidate mechanism of {mech.name} applies here: {'; '.join(skipped)}")
         reason = f"{mech.name}: lowest analytic expected error over {', '.join(m.name for m, _ in pairs)}; {note}"

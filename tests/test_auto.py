@@ -12,7 +12,7 @@ from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import Auto, Optimized, TunedOrderedHierarchical, get_mechanism
 from blowfish_te.mechanisms.auto import analytic_mechanisms
 from blowfish_te.mechanisms.base import _DEFAULTS, MECHANISMS, LinearMechanism, Mechanism, NativeMechanism
-from blowfish_te.routes import LARGE_DOMAIN_CELLS, STRUCTURED_CELLS, Outcome
+from blowfish_te.routes import LARGE_DOMAIN_CELLS, STRUCTURED_CELLS, Outcome, plan_routes
 
 EPSILON = 0.7
 TUNED = "ordered_hierarchical_tuned"
@@ -470,3 +470,28 @@ def test_candidates_from_an_iterator_or_a_set_are_kept_in_a_reproducible_order()
         Auto(candidates=iter(["identity", "auto"]))
     with pytest.raises(TypeError, match=r"^candidates must be a tuple of mechanism names"):
         Auto(candidates=iter(["identity", 3]))
+
+
+@pytest.mark.parametrize("make", [lambda: (wl.prefix(48), policies.threshold(48, 6)),
+                                  lambda: (wl.random_ranges(36, 40, rng=2), policies.grid((6, 6), 1)),
+                                  lambda: (wl.dpbench_ranges((8, 8), 30, rng=1), policies.grid((8, 8), 2))])
+def test_candidates_bounded_by_the_others_leave_the_choice_as_a_full_comparison(make, monkeypatch):
+    """A transform route is skipped once its lower bound exceeds the best error of any candidate
+    compared before it (another mechanism's included): the choice is the least error over every
+    candidate's own full plan, and every skipped route's bound is above it."""
+    monkeypatch.setenv("BLOWFISH_TE_CACHE_DIR", "off")  # plan everything
+    monkeypatch.setattr("blowfish_te.mechanisms.base._DEFAULTS", {})
+    workload, policy = make()
+    chooser = Auto()
+    chosen = plan_routes(workload, policy, 1.0, chooser)
+    own = []
+    for sub, route in chooser.choices(workload, policy)[0]:
+        try:
+            own += plan_routes(workload, policy, 1.0, type(sub)(), route).considered
+        except (ValueError, TypeError):
+            continue
+    best = min(c.expected_mse for c in own if c.expected_mse is not None)
+    assert chosen.chosen.expected_mse == pytest.approx(best, rel=1e-9)
+    floors = [c.floor for c in chosen.considered if c.floor is not None]
+    assert all(f > best for f in floors)
+    assert len(floors) > sum(c.floor is not None for c in own)  # the others' errors bound more routes
