@@ -44,6 +44,7 @@ SCRIPTS: dict[str, tuple[list[str], bool]] = {
     "bench_secure": (["--draws", "100000"], False),
     "bench_mechanisms": (["--skip-optimized"], False),
     "bench_first_release": ([], False),
+    "bench_first_plan": (["--quick"], False),
     "bench_cold_path": (["--repeats", "3"], False),
     "bench_io": (["--records", "1000000"], False),
     "bench_marginals": (["--records", "1000000"], False),
