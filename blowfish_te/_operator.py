@@ -29,6 +29,15 @@ def _scipy_operand(x):
     return x.as_linear_operator() if isinstance(x, LinearMap) else x
 
 
+def _vector_product(x, size: int, out_size: int, product):
+    """``product(x)`` for a vector of ``size`` entries, shaped as ``x`` was ((size,) or (size, 1))."""
+    x = np.asarray(x)
+    if x.shape not in ((size,), (size, 1)):
+        raise ValueError(f"dimension mismatch: a vector of {size} entries needed, got shape {x.shape}")
+    y = np.asarray(product(x))
+    return y.reshape(out_size) if x.ndim == 1 else y.reshape(out_size, 1)
+
+
 class LinearMap:
     """A real ``shape == (m, n)`` linear map given by block products.
 
@@ -50,21 +59,11 @@ class LinearMap:
     # -- the four products, shapes as scipy gives them -----------------------------------------
     def matvec(self, x):
         """A x for a vector of ``n`` entries (shape ``(n,)`` or ``(n, 1)``, returned alike)."""
-        x = np.asarray(x)
-        m, n = self.shape
-        if x.shape not in ((n,), (n, 1)):
-            raise ValueError(f"dimension mismatch: a vector of {n} entries needed, got shape {x.shape}")
-        y = np.asarray(self._matvec(x))
-        return y.reshape(m) if x.ndim == 1 else y.reshape(m, 1)
+        return _vector_product(x, self.shape[1], self.shape[0], self._matvec)
 
     def rmatvec(self, y):
         """Aᵀ y for a vector of ``m`` entries."""
-        y = np.asarray(y)
-        m, n = self.shape
-        if y.shape not in ((m,), (m, 1)):
-            raise ValueError(f"dimension mismatch: a vector of {m} entries needed, got shape {y.shape}")
-        x = np.asarray(self._rmatvec(y))
-        return x.reshape(n) if y.ndim == 1 else x.reshape(n, 1)
+        return _vector_product(y, self.shape[0], self.shape[1], self._rmatvec)
 
     def matmat(self, x):
         """A X for an ``(n, b)`` block."""

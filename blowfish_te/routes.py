@@ -324,7 +324,7 @@ class ChoiceRoute:
         stored = _stored_choice(request, pairs, store.load_record(key))
         if stored is not None:
             return stored
-        per_pair, skipped, bound = {}, [], None
+        per_pair, skipped, bound = {}, {}, None
         # the optimised strategy first: usually the best, it bounds the others' transform routes
         order = sorted(range(len(pairs)), key=lambda i: pairs[i][0].name != "optimized")
         for i in order:
@@ -335,14 +335,14 @@ class ChoiceRoute:
                 else:  # bounded by the others: not the mechanism's own plan, so not kept as one
                     sub_plan = _plan(replace(request, mechanism=sub, route=sub_route, bound=bound))
             except (ValueError, TypeError) as err:  # a native mechanism for other policies, a route it lacks
-                skipped.append(f"{sub.name} ({str(err).split(';')[0]})")
+                skipped[i] = f"{sub.name} ({str(err).split(';')[0]})"
                 continue
             per_pair[i] = sub_plan.considered
             errors = [c.expected_mse for c in sub_plan.considered if c.expected_mse is not None]
             if errors:
                 bound = min(errors) if bound is None else min(bound, *errors)
         listed = [c for i in sorted(per_pair) for c in per_pair[i]]  # in the compared order: ties go to the first
-        skipped.sort(key=lambda text: [sub.name for sub, _ in pairs].index(text.split(" (")[0]))
+        skipped = [skipped[i] for i in sorted(skipped)]
         if not listed:
             raise ValueError(f"no candidate mechanism of {mech.name} applies here: {'; '.join(skipped)}")
         reason = f"{mech.name}: lowest analytic expected error over {', '.join(m.name for m, _ in pairs)}; {note}"

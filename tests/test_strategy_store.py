@@ -328,3 +328,12 @@ def test_a_save_that_cannot_replace_the_entry_leaves_nothing(tmp_path):
     (tmp_path / "k.npz").mkdir()  # a folder in the way: the rename fails
     StrategyStore(tmp_path, shipped=False).save("k", IdentityStrategy((3,)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.npz"] and (tmp_path / "k.npz").is_dir()
+
+
+def test_records_keep_numpy_numbers_as_plain_ones_and_read_back(tmp_path):
+    store = StrategyStore(tmp_path, shipped=False)
+    store.save_record("k", {"settings": [np.int64(4), np.float64(0.25), None, 3]})
+    assert store.load_record("k") == {"settings": [4, 0.25, None, 3]}
+    assert store.load_record("absent") is None and store.load_record(None) is None
+    (tmp_path / "bad.json").write_text("[1, 2]")  # not a record
+    assert store.load_record("bad") is None

@@ -175,20 +175,26 @@ class StrategyStore:
 
     def save(self, key: str | None, strategy) -> None:
         """Write ``strategy`` under ``key`` (atomically; a directory that cannot be written is skipped)."""
-        if key is None or self.directory is None:
+        if key is not None:
+            arrays = to_arrays(strategy)
+            self._write(f"{key}.npz", lambda out: np.savez_compressed(out, **arrays))
+
+    def _write(self, name: str, write: Callable) -> None:
+        """``write(binary file)`` into ``name`` in the cache directory, atomically (through a
+        temporary file renamed over it); nothing when there is no directory or it cannot be written."""
+        if self.directory is None:
             return
-        arrays = to_arrays(strategy)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            handle, name = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+            handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
         except OSError:
             return
         try:
             with os.fdopen(handle, "wb") as out:
-                np.savez_compressed(out, **arrays)
-            os.replace(name, self.directory / f"{key}.npz")
+                write(out)
+            os.replace(temporary, self.directory / name)
         except OSError:
-            Path(name).unlink(missing_ok=True)
+            Path(temporary).unlink(missing_ok=True)
 
     def load_record(self, key: str | None) -> dict | None:
         """The JSON record stored under ``key`` (``<key>.json``), or None (absent or unreadable)."""
@@ -207,19 +213,13 @@ class StrategyStore:
 
     def save_record(self, key: str | None, record: dict) -> None:
         """Write ``record`` as JSON under ``key`` (atomically; a directory that cannot be written is skipped)."""
-        if key is None or self.directory is None:
+        if key is None:
             return
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            handle, name = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
-        except OSError:
+        try:  # numpy scalars as Python numbers; anything else is not a record to keep
+            text = json.dumps(record, default=lambda value: value.item() if isinstance(value, np.generic) else repr(value))
+        except (TypeError, ValueError):
             return
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump(record, out)
-            os.replace(name, self.directory / f"{key}.json")
-        except OSError:
-            Path(name).unlink(missing_ok=True)
+        self._write(f"{key}.json", lambda out: out.write(text.encode("utf-8")))
 
     def get(self, key: str | None, domain: tuple[int, ...], compute: Callable[[], object]):
         """The stored strategy for ``key``, else ``compute()`` (then stored)."""
