@@ -311,7 +311,8 @@ class ChoiceRoute:
     (:func:`~blowfish_te.strategies.store.choice_key`; ``BLOWFISH_TE_CACHE_DIR``): a later plan,
     in any process and at any ε, plans the winner alone and lists the others with their stored
     errors. The winner is planned anew and must give its stored error (else everything is
-    planned again), so a stale or damaged record costs time, never a wrong release."""
+    planned again), so a stale or damaged record costs time, never a wrong release. Choices that
+    compare a plug-in (a mechanism from outside the library) are not kept."""
 
     @classmethod
     def candidates(cls, request, found):
@@ -320,7 +321,10 @@ class ChoiceRoute:
         mech = request.mechanism
         pairs, note = mech.choices(request.workload, request.policy, request.route)
         store = default_store()
-        key = None if request.tree is not None else choice_key(mech, request.workload, request.policy, request.route)
+        # a plug-in's code can change under the same name: choices that compare one are not kept
+        library = all(type(m).__module__.startswith("blowfish_te.") for m in [mech, *(sub for sub, _ in pairs)])
+        key = None if request.tree is not None or not library else choice_key(mech, request.workload, request.policy,
+                                                                               request.route)
         stored = _stored_choice(request, pairs, store.load_record(key))
         if stored is not None:
             return stored

@@ -159,3 +159,28 @@ def test_the_shipped_choices_of_the_standard_workloads_are_read_as_they_are(cach
         chosen = plan(workload, policy, 0.3, mechanism=Auto())
         assert "read from the plan store" in chosen.reason, (name, spec)
     assert list(cache.iterdir()) == []  # read from the package, nothing planned anew
+
+
+def test_choices_that_compare_a_plug_in_are_not_kept(cache, monkeypatch):
+    """A plug-in's code can change under the same name, so its stored error could hide a better
+    choice: a choice that compares one is planned every time."""
+    from blowfish_te.mechanisms import MECHANISMS
+    from blowfish_te.mechanisms.base import LinearMechanism
+
+    class PlugIn(LinearMechanism, register=False):  # defined outside the library, as a plug-in is
+        name = "plug_in_identity"
+
+        def strategy(self, workload):
+            from blowfish_te.strategies import IdentityStrategy
+
+            return IdentityStrategy(workload.domain)
+
+    monkeypatch.setitem(MECHANISMS, PlugIn.name, PlugIn)
+    workload, policy = _case()
+    chosen = plan(workload, policy, 1.0, mechanism=Auto())
+    assert any(c.mechanism.name == PlugIn.name for c in chosen.considered)
+    tuned = ordered.TunedOrderedHierarchical()
+    settings = store_lib.strategy_key(f"{tuned.name}-settings", workload, policy, (tuned.fanout,))
+    assert [p.stem for p in cache.glob("*.json")] == [settings]  # the tuned settings alone, no choice
+    _new_process(monkeypatch)
+    assert "plan store" not in plan(workload, policy, 1.0, mechanism=Auto()).reason
