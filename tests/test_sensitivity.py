@@ -154,5 +154,7 @@ def test_grid_policies_cost_hierarchies_what_bounded_dp_costs(name):
 
     strategy = mechanism_class(name)().strategy(wl.random_rects((16, 16), 50, rng=0))
     bounded = sensitivity(strategy, policies.complete((16, 16)))
-    assert sensitivity(strategy, policies.grid((16, 16), 1)) == sensitivity(strategy, policies.grid((16, 16), 4)) == bounded
+    # the three come from different pairs of columns, summed in different orders: equal to rounding
+    assert sensitivity(strategy, policies.grid((16, 16), 1)) == pytest.approx(bounded, rel=1e-12)
+    assert sensitivity(strategy, policies.grid((16, 16), 4)) == pytest.approx(bounded, rel=1e-12)
     assert bounded > sensitivity(strategy, policies.unbounded((16, 16)))
