@@ -206,3 +206,17 @@ def test_general_strategy_trace_form_reads_sparse_rows_and_products_alike():
     products_only = wl.Stacked([workload])  # no sparse form of its own: its rows come through Wᵀ
     assert sparse_rows(workload) is not None and sparse_rows(products_only) is None
     assert strategy.lstsq_frobenius_sq(workload) == pytest.approx(strategy.lstsq_frobenius_sq(products_only), rel=1e-12)
+
+
+@pytest.mark.parametrize("ratio", [0.0, float("inf")])
+def test_query_space_gram_by_products_or_sparse_rows_is_w_w_transpose(monkeypatch, ratio):
+    """G = W Wᵀ of a workload moved onto a tree's edges, formed through the sparse rows or through
+    the workload's own products (the ratio forces one way), equals the dense product."""
+    from blowfish_te.strategies import greedy
+
+    monkeypatch.setattr(greedy, "SPARSE_GRAM_RATIO", ratio)
+    policy = bt.policies.grid((9, 7), 1)
+    moved = transform(policy, bt.trees.named(policy, "stars")).workload(wl.random_rects((9, 7), 40, rng=4))
+    rows = sparse_rows(moved)
+    dense = moved.dense()
+    np.testing.assert_allclose(greedy._query_gram(moved, rows), dense @ dense.T, atol=1e-9)
