@@ -36,7 +36,9 @@ class Auto(Mechanism):
     (GreedyH asked for 23 GB under the attribute policy on a 1.2·10⁶-cell grid; the hierarchies
     took 55–115 s, for 3,400–15,700 times the error of the marginal strategies). :func:`blowfish_te.plan`
     with route ``"auto"`` weighs every route of every candidate and keeps the lowest analytic
-    expected error; the release names the mechanism that ran and why.
+    expected error; the release names the mechanism that ran and why. The choice is planned once
+    per (workload, policy, route) and kept in the strategy store, then read at any ε
+    (:class:`~blowfish_te.routes.ChoiceRoute`); the standard workloads' choices ship with the package.
 
     Privacy: the choice depends on the workload, policy and ε only (never on the data), so it is
     free; the release is exactly the chosen mechanism's, with its own privacy argument (Laplace
