@@ -184,3 +184,15 @@ def test_choices_that_compare_a_plug_in_are_not_kept(cache, monkeypatch):
     assert [p.stem for p in cache.glob("*.json")] == [settings]  # the tuned settings alone, no choice
     _new_process(monkeypatch)
     assert "plan store" not in plan(workload, policy, 1.0, mechanism=Auto()).reason
+
+
+def test_plans_under_policies_past_the_edge_cap_are_not_stored_but_strategies_are(cache, monkeypatch):
+    """A plan's record under a policy of more than MAX_FINGERPRINT_EDGES edges is not kept (its
+    key would list every edge); the optimised strategies' keys do not depend on the cap."""
+    monkeypatch.setattr(store_lib, "MAX_FINGERPRINT_EDGES", 10)
+    workload, policy = _case()
+    assert policy.num_edges > 10
+    assert store_lib.choice_key(Auto(), workload, policy, "auto") is None
+    assert store_lib.strategy_key("optimized", workload, policy, ()) is not None
+    ordered.TunedOrderedHierarchical()._settings(workload, policy)
+    assert list(cache.glob("*.json")) == []

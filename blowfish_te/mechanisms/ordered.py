@@ -486,10 +486,11 @@ class TunedOrderedHierarchical(OrderedHierarchical):
         return per_policy.get(workload, lambda: self._stored_settings(workload, policy))
 
     def _stored_settings(self, workload: Workload, policy: Policy) -> tuple[int | None, float | None, int | None, int | None]:
-        from ..strategies.store import default_store, strategy_key
+        from ..strategies.store import MAX_FINGERPRINT_EDGES, default_store, strategy_key
 
         store = default_store()
-        key = strategy_key(f"{self.name}-settings", workload, policy, (self.fanout,))
+        small = policy.num_edges <= MAX_FINGERPRINT_EDGES
+        key = strategy_key(f"{self.name}-settings", workload, policy, (self.fanout,)) if small else None
         settings = _checked_settings(store.load_record(key))
         if settings is None:
             settings = self._tune(workload, policy)

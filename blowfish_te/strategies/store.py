@@ -71,19 +71,13 @@ def shipped_directory():
 
 def strategy_key(template: str, workload, policy, params: tuple) -> str | None:
     """The entry's name: a digest of the library version, :data:`REVISION`, ``template``, the
-    workload's and the policy's fingerprints and ``params``; None when the workload has no
-    fingerprint or the policy more than :data:`MAX_FINGERPRINT_EDGES` edges."""
+    workload's and the policy's fingerprints and ``params``; None when the workload has no fingerprint."""
     from .. import __version__
 
     fingerprint = workload.fingerprint()
     if fingerprint is None:
         return None
-    if policy is None:
-        return digest("strategy", __version__, REVISION, template, fingerprint, None, params)
-    policy_print = _policy_print(policy)
-    if policy_print is None:
-        return None
-    return digest("strategy", __version__, REVISION, template, fingerprint, policy_print, params)
+    return digest("strategy", __version__, REVISION, template, fingerprint, None if policy is None else policy.fingerprint(), params)
 
 
 def to_arrays(strategy) -> dict[str, np.ndarray]:
@@ -111,7 +105,8 @@ def from_arrays(arrays, domain: tuple[int, ...]):
     raise ValueError(f"unknown stored strategy kind {kind!r}")
 
 
-#: Policies with more edges are not fingerprinted for stored records (the digest lists every edge).
+#: Plans (choices, tuned settings) under policies with more edges are not stored: the policy's
+#: fingerprint lists every edge, work a plan that is quick to redo should not pay.
 MAX_FINGERPRINT_EDGES = 2**22
 
 
