@@ -447,3 +447,78 @@ def test_grid_mechanisms_release_counts_with_the_exact_samplers():
         assert sum(tally.values()) == integer + lattice
         if lattice == 0 and isinstance(mech, M.UGrid):
             assert np.array_equal(out, np.round(out))  # single-cell blocks: the noisy counts themselves
+
+
+@given(rows=st.integers(1, 9), cols=st.integers(1, 9), block=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_block_spread_terms_match_the_dense_operator(rows, cols, block, seed):
+    """Column norms of W(I − U) and Σ_q Σ_B a_q(B)² against W, U and the blocks' averaging written out."""
+    from blowfish_te.mechanisms.spatial import _block_labels, _square_cuts, block_spread_terms
+
+    w = wl.random_rects((rows, cols), 7, rng=seed)
+    row_cuts, col_cuts = _square_cuts(rows, block), _square_cuts(cols, block)
+    labels = _block_labels((rows, cols), row_cuts, col_cuts)
+    members = np.eye(labels.max() + 1)[labels]  # K × blocks
+    average = members / members.sum(axis=0)  # column B: 1/|B| on B's cells
+    dense = w.tosparse().toarray()
+    columns, noise_terms = block_spread_terms(w.lo, w.hi, (rows, cols), row_cuts, col_cuts)
+    assert np.allclose(columns, ((dense - dense @ average @ members.T) ** 2).sum(axis=0))
+    assert noise_terms == pytest.approx(float(((dense @ average) ** 2).sum()))
+
+
+def _forced_blocks(monkeypatch):
+    """UGrid's model made to pick the blocks, so its bias probe always runs; returns the probe's calls."""
+    import blowfish_te.mechanisms.spatial as spatial
+    from blowfish_te.selection import Decision
+
+    calls = []
+    terms = spatial.block_spread_terms
+    monkeypatch.setattr(spatial, "decide", lambda features, model: Decision("partition", "forced", 0.5, features))
+    monkeypatch.setattr(spatial, "block_spread_terms", lambda *a: calls.append(a) or terms(*a))
+    return calls
+
+
+@pytest.mark.parametrize("c", [100.0, 400.0])
+def test_ugrid_bias_probe_costs_its_share_for_every_neighbour(c, monkeypatch):
+    """The probe's path, replayed for every unbounded neighbour of a 6 × 6 grid: the noisy bias's
+    declared sensitivity L = max_j ‖W(I − U)e_j‖ bounds its shift, the same route and output
+    follow, and the draws' ε adds up to ε exactly."""
+    import blowfish_te.mechanisms.base as base_module
+    import blowfish_te.mechanisms.spatial as spatial
+    import blowfish_te.selection as selection
+
+    calls = _forced_blocks(monkeypatch)
+    mech, epsilon, workload = M.UGrid(c=c), 0.8, wl.random_rects((6, 6), 10, rng=0)
+    for seed in range(2):
+        x = np.random.default_rng(seed).integers(0, 20, (6, 6)).ravel()
+        for cell in range(x.size):
+            replay = DeclaredReplay()
+            for module in (spatial, selection, base_module):
+                monkeypatch.setattr(module, "add_laplace", replay)
+            first = mech.run(workload, x, epsilon, rng=seed)
+            replay.replay()
+            neighbour = x.copy()
+            neighbour[cell] += 1
+            assert close(mech.run(workload, neighbour, epsilon, rng=seed), first)
+            assert all(shift <= sensitivity * (1 + 1e-9) for shift, sensitivity in replay.shifts)
+            assert sum(sensitivity / scale for sensitivity, scale in replay.declared) == pytest.approx(epsilon, rel=1e-9)
+    assert calls  # the probe ran
+
+
+def test_ugrid_bias_probe_vetoes_spread_heavy_cells_and_keeps_even_data(monkeypatch):
+    """16 × 16, 4 × 4 blocks (c chosen for it): a few heavy cells spread over their blocks cost far
+    more than the plain release, and the probe says so; evenly spread records lose nothing to the
+    blocks, and the probe lets them through."""
+    calls = _forced_blocks(monkeypatch)
+    w, epsilon, total = wl.random_rects((16, 16), 40, rng=1), 1.0, 10**5
+    mech = M.UGrid(c=total * 0.95 / 16, total=total)  # N·ε_left/c = 16 blocks wanted: 4 × 4 cells each
+    heavy = np.zeros(256, dtype=np.int64)
+    heavy[[17, 90, 200]] = total // 3
+    veto = mech.check(w, heavy, epsilon, np.random.default_rng(0))
+    assert veto.route == "plain" and "bias probe" in veto.reason
+    even = np.full(256, total // 256)
+    kept = mech.check(w, even, epsilon, np.random.default_rng(0))
+    assert kept.route == "partition" and "bias probe" in kept.reason
+    from blowfish_te.selection import cost_share
+
+    assert len(calls) == 2  # the public total is free: the two costs and the probe
+    assert veto.spent == kept.spent == pytest.approx((2 * cost_share(256) + mech.probe_share) * epsilon)
