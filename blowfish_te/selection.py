@@ -37,7 +37,7 @@ from ._validation import check_epsilon, check_int, check_real
 from .noise import add_laplace
 from .partitions import BUCKET_GUARD, tree_costs
 
-__all__ = ["Features", "Decision", "ErrorModel", "measure", "decide", "error_model", "total_share", "cost_share",
+__all__ = ["Features", "Decision", "ErrorModel", "measure", "decide", "choose", "error_model", "total_share", "cost_share",
            "MODEL_SPLIT", "COST_FLOOR", "WORKLOAD_CLASSES"]
 
 #: DAWA's split for the cost feature: the price of a bucket is 1/ε₂ with ε₂ = (1 - MODEL_SPLIT)·ε.
@@ -197,8 +197,9 @@ def error_model(mechanism: str, ndim: int, workload_class: str) -> ErrorModel:
 
 @dataclass(frozen=True)
 class Decision:
-    """What to release: ``"partition"`` (the data-dependent release) or ``"plain"``; why; the
-    predicted error ratio (None when nothing was predicted) and the features it read."""
+    """What to release: ``"partition"`` (the data-dependent release), ``"plain"``, or — from
+    :func:`choose` — the name of the data-dependent release chosen; why; the predicted error ratio
+    (None when nothing was predicted) and the features it read."""
 
     route: str
     reason: str
@@ -220,4 +221,23 @@ def decide(features: Features, model: ErrorModel) -> Decision:
         return Decision("partition", f"partition: {model.name} predicts {ratio:.3g} × the plain release's error", ratio,
                         features)
     return Decision("plain", f"plain release: {model.name} predicts the partition at {ratio:.3g} × its error", ratio,
+                    features)
+
+
+def choose(features: Features, models: dict[str, ErrorModel]) -> Decision:
+    """Pythia's choice among several data-dependent releases (Kotsogiannis et al., SIGMOD 2017):
+    each model in ``models`` (name → :class:`ErrorModel`) predicts its release's error over the
+    plain release's from the same noisy ``features``; the release of lowest prediction runs where
+    that is below 1 (the decision's ``route`` is its name), else the plain release. The models
+    must share their plain release (range workloads, where it is the analytic error of ``auto``'s
+    strategy for every mechanism), so that their predictions compare."""
+    if not models or not all(isinstance(m, ErrorModel) for m in models.values()):
+        raise TypeError(f"models must map names to ErrorModels, at least one; got {models!r}")
+    predicted = {name: model.predict(features) for name, model in models.items()}
+    best = min(predicted, key=predicted.get)
+    listing = ", ".join(f"{name} {ratio:.3g}" for name, ratio in predicted.items())
+    if predicted[best] < 1.0:
+        return Decision(best, f"{best}: the lowest predicted error over the plain release's ({listing})", predicted[best],
+                        features)
+    return Decision("plain", f"plain release: every predicted error is at least its own ({listing})", predicted[best],
                     features)

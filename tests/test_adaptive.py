@@ -114,6 +114,76 @@ def test_adaptive_check_and_release_cost_at_most_epsilon(monkeypatch):
         assert cost <= epsilon * (1 + 1e-9)
 
 
+def _grid_choice(monkeypatch, name):
+    """adaptive's choice on a grid forced to ``name``; returns what each choice saw."""
+    import blowfish_te.mechanisms.adaptive as adaptive
+    from blowfish_te.selection import Decision
+
+    seen = []
+
+    def choose(features, models):
+        seen.append(sorted(models))
+        return Decision(name, f"{name}: forced", 0.5, features)
+
+    monkeypatch.setattr(adaptive, "choose", choose)
+    return seen
+
+
+@pytest.mark.slow
+def test_adaptive_grid_candidate_costs_at_most_epsilon(monkeypatch):
+    """Rectangles on a 6 × 6 grid with the choice forced to AGrid: the features and AGrid's own
+    release (its record total and both levels), replayed for every added record, cost at most ε.
+    (PrivTree's splits draw from the generator itself; its loss is checked exactly by enumeration
+    in its own tests, and it runs here at the rest of ε like AGrid.)"""
+    import blowfish_te.mechanisms.base as base
+    import blowfish_te.mechanisms.spatial as spatial
+    import blowfish_te.selection as selection
+
+    seen = _grid_choice(monkeypatch, "agrid")
+    shape, epsilon = (6, 6), 0.8
+    workload = wl.dpbench_ranges(shape, 30, rng=0)
+    mechanism = Adaptive(budget=0)
+    mechanism._cache("workload class").get(workload, lambda: "ranges")  # rectangles, as on a larger grid
+    x = np.random.default_rng(0).integers(0, 30, shape).ravel()
+
+    def run(data):
+        return bt.answer(workload, data.reshape(shape), policies.unbounded(shape), epsilon, mechanism, rng=1).answers
+
+    cost = worst_replayed_cost(monkeypatch, run, x, added_records(x), (selection, base, spatial))
+    assert cost <= epsilon * (1 + 1e-9)
+    assert seen and seen[0] == ["agrid", "dawa", "privtree"]
+
+
+def test_adaptive_runs_the_chosen_grid_candidate_at_the_rest_of_epsilon(monkeypatch):
+    """The chosen grid mechanism runs without its own check, on the caller's generator, at ε less
+    the features' share, and the release says what was predicted and what ran."""
+    import blowfish_te.mechanisms.spatial as spatial
+
+    _grid_choice(monkeypatch, "agrid")
+    shape, epsilon = (32, 32), 0.5
+    w = wl.dpbench_ranges(shape, 200, rng=0)
+    x = datasets.synthetic_2d(shape, 5_000, rng=1)
+    ran = {}
+    real = spatial.AGrid.run
+
+    def agrid_run(self, workload, data, eps, rng=None):
+        ran.update(select=self.select, eps=eps, gen=rng)
+        return real(self, workload, data, eps, rng)
+
+    monkeypatch.setattr(spatial.AGrid, "run", agrid_run)
+    release = bt.answer(w, x, policies.unbounded(shape), epsilon, Adaptive(budget=0), rng=0)
+    spent = selection_spent(x.size, epsilon)
+    assert ran["select"] is False and isinstance(ran["gen"], np.random.Generator)
+    assert ran["eps"] == pytest.approx(epsilon - spent)
+    assert "agrid: forced" in release.choice and release.choice.endswith("ran agrid")
+
+
+def selection_spent(k: int, epsilon: float) -> float:
+    from blowfish_te.selection import cost_share, total_share
+
+    return (total_share(k) + 2 * cost_share(k)) * epsilon
+
+
 @pytest.mark.slow
 def test_the_check_decides_alike_at_neighbours():
     """The decision reads only noisy features (here 2.5 % of ε on 64 cells): over 800 draws its
@@ -325,11 +395,18 @@ def _forced(route):
 def test_the_candidates_run_without_their_own_check_and_with_the_budget():
     k = 64
     mechanism = Adaptive(budget=3.5)
-    dawa, auto = mechanism.candidates(wl.identity(k), policies.unbounded(k))
-    ptt, same_auto = mechanism.candidates(wl.identity(k), policies.line(k))
+    (dawa,), auto = mechanism.candidates(wl.identity(k), policies.unbounded(k))
+    (ptt,), same_auto = mechanism.candidates(wl.identity(k), policies.line(k))
     assert isinstance(dawa, M.DAWA) and isinstance(ptt, PartitionThenTransform) and same_auto is auto
     assert dawa.select is False and ptt.select is False and auto.budget == 3.5
-    assert mechanism.candidates(wl.identity(k), policies.line(k))[0] is ptt  # made once per mechanism
+    assert mechanism.candidates(wl.identity(k), policies.line(k))[0][0] is ptt  # made once per mechanism
+    # on a grid: DAWA alone for histograms (its model predicts against the smoothed counts), every
+    # grid mechanism for rectangles (all models predict against auto's analytic error)
+    grid = policies.unbounded((32, 32))
+    assert mechanism.candidates(wl.identity((32, 32)), grid)[0] == (dawa,)
+    rectangles, _ = mechanism.candidates(wl.dpbench_ranges((32, 32), 200, rng=0), grid)
+    assert [m.name for m in rectangles] == ["dawa", "privtree", "agrid"] and rectangles[0] is dawa
+    assert not any(m.select for m in rectangles)
     with pytest.raises(ValueError, match=r"^budget \(seconds\) must be"):
         Adaptive(budget=-1)
     assert Adaptive(budget=0.5).budget == 0.5  # budgets below a second are allowed
@@ -337,19 +414,20 @@ def test_the_candidates_run_without_their_own_check_and_with_the_budget():
 
 def test_rectangles_on_a_grid_are_checked_along_dawas_layout_with_all_of_epsilon(monkeypatch):
     """Under unbounded DP on a grid the rectangles' rule reads the cells in DAWA's order, spends
-    its share of ε with the caller's generator, and the release runs at ε less that share."""
+    its share of ε with the caller's generator, reads the features with every grid mechanism's
+    model, and the release runs at ε less that share."""
     import blowfish_te.mechanisms.adaptive as adaptive
 
     shape, epsilon = (32, 32), 0.5
     x = datasets.synthetic_2d(shape, 500_000, rng=1).ravel()  # dense: the plain release
-    seen, real, real_decide = {}, adaptive.measure, adaptive.decide
+    seen, real, real_choose = {}, adaptive.measure, adaptive.choose
 
     def check(cells, eps, gen, **kwargs):
         seen.update(cells=np.array(cells), eps=eps, gen=gen)
         return real(cells, eps, gen, **kwargs)
 
-    def decide(features, model):
-        seen.update(decision=real_decide(features, model))
+    def choose(features, models):
+        seen.update(models=sorted(models), decision=real_choose(features, models))
         return seen["decision"]
 
     released = {}
@@ -360,13 +438,14 @@ def test_rectangles_on_a_grid_are_checked_along_dawas_layout_with_all_of_epsilon
         return real_plain(workload, cells, policy, eps, gen, *args)
 
     monkeypatch.setattr(adaptive, "measure", check)
-    monkeypatch.setattr(adaptive, "decide", decide)
+    monkeypatch.setattr(adaptive, "choose", choose)
     monkeypatch.setattr(adaptive, "plain_release", plain)
     release = bt.answer(wl.prefix(shape), x, policies.unbounded(shape), epsilon, Adaptive(budget=0), rng=0)
     layout = M.DAWA(select=False).layout(shape)
     assert not np.array_equal(layout, np.arange(x.size)) and np.array_equal(seen["cells"], x[layout])
     assert seen["eps"] == epsilon and isinstance(seen["gen"], np.random.Generator)
-    assert seen["decision"].route != "partition" and "plain release" in release.choice
+    assert seen["models"] == ["agrid", "dawa", "privtree"]
+    assert seen["decision"].route == "plain" and "plain release" in release.choice
     assert released["eps"] == pytest.approx(epsilon - seen["decision"].spent) and seen["decision"].spent > 0
 
 

@@ -106,17 +106,17 @@ def test_candidates_follow_the_policy_and_are_made_once():
     """DAWA under unbounded DP on a line or a grid; partition-then-transform under every other
     policy (and beyond two dimensions); both without their own check; one Auto with the budget."""
     mechanism = Adaptive(budget=1.5)
-    dawa, auto = mechanism.candidates(wl.identity(16), policies.unbounded(16))
+    (dawa,), auto = mechanism.candidates(wl.identity(16), policies.unbounded(16))
     assert type(dawa) is DAWA and dawa.select is False
     assert type(auto) is Auto and auto.budget == 1.5
-    assert mechanism.candidates(wl.identity((4, 4)), policies.unbounded((4, 4)))[0] is dawa
-    ptt, same = mechanism.candidates(wl.identity(16), policies.line(16))
+    assert mechanism.candidates(wl.identity((4, 4)), policies.unbounded((4, 4)))[0] == (dawa,)
+    (ptt,), same = mechanism.candidates(wl.identity(16), policies.line(16))
     assert type(ptt) is PartitionThenTransform and ptt.select is False and same is auto
-    assert mechanism.candidates(wl.identity(16), policies.threshold(16, 2))[0] is ptt
-    assert mechanism.candidates(wl.identity((4, 4)), policies.grid((4, 4)))[0] is ptt
-    assert mechanism.candidates(wl.identity((2, 2, 2)), policies.unbounded((2, 2, 2)))[0] is ptt
+    assert mechanism.candidates(wl.identity(16), policies.threshold(16, 2))[0] == (ptt,)
+    assert mechanism.candidates(wl.identity((4, 4)), policies.grid((4, 4)))[0] == (ptt,)
+    assert mechanism.candidates(wl.identity((2, 2, 2)), policies.unbounded((2, 2, 2)))[0] == (ptt,)
     again = mechanism.candidates(wl.prefix(16), policies.unbounded(16))
-    assert again[0] is dawa and again[1] is auto
+    assert again[0] == (dawa,) and again[1] is auto
     assert Adaptive(budget=0).candidates(wl.identity(4), policies.line(4))[1].budget == 0.0
 
 
@@ -151,7 +151,7 @@ def test_dawa_partition_gets_its_split_of_the_rest_of_epsilon(monkeypatch):
     assert spent > 0
     (stage,) = stages
     rest = epsilon - spent
-    assert stage.mech is mechanism.candidates(w, policy)[0] and stage.workload is w and stage.gen is gen
+    assert stage.mech is mechanism.candidates(w, policy)[0][0] and stage.workload is w and stage.gen is gen
     assert np.array_equal(stage.x, x) and stage.scale == check.features.scale
     assert stage.eps1 == pytest.approx(0.25 * rest, rel=1e-12) and stage.eps2 == pytest.approx(0.75 * rest, rel=1e-12)
     assert stage.eps1 + stage.eps2 + spent == pytest.approx(epsilon, rel=1e-12)

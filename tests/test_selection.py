@@ -16,6 +16,7 @@ from blowfish_te.selection import (
     Decision,
     ErrorModel,
     Features,
+    choose,
     cost_share,
     decide,
     error_model,
@@ -158,6 +159,25 @@ def test_decide_partitions_exactly_below_the_crossing():
     assert isinstance(at, Decision) and at.features is features and at.spent == features.spent
     with pytest.raises(TypeError, match="model must be an ErrorModel"):
         decide(features, (0, 0, 0, 0, 0, 0))
+
+
+def test_choose_runs_the_lowest_prediction_below_the_crossing():
+    """Pythia's argmin: every model reads the same features; the lowest prediction runs when it is
+    below the plain release's error, and the reason lists every prediction."""
+    features = _features(scale=1.0, cost=1.0 - COST_FLOOR)  # s = 0, c = 0, g = 0: log10 ratio = c₀
+
+    def model(name, ratio):
+        return ErrorModel(name, (math.log10(ratio), 0, 0, 0, 0, 0, 0, 0))
+
+    picked = choose(features, {"a": model("a", 0.8), "b": model("b", 0.5), "c": model("c", 2.0)})
+    assert picked.route == "b" and picked.predicted == pytest.approx(0.5) and picked.features is features
+    assert "a 0.8" in picked.reason and "b 0.5" in picked.reason and "c 2" in picked.reason
+    plain = choose(features, {"a": model("a", 1.0), "b": model("b", 3.0)})
+    assert plain.route == "plain" and plain.predicted == pytest.approx(1.0) and plain.spent == features.spent
+    with pytest.raises(TypeError, match="models must map names to ErrorModels"):
+        choose(features, {})
+    with pytest.raises(TypeError, match="models must map names to ErrorModels"):
+        choose(features, {"a": (0, 0)})
 
 
 def test_error_models_are_looked_up_by_mechanism_dimension_and_class():
