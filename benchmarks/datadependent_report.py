@@ -2,8 +2,8 @@
 partition branch, against the noise-free partition, and against DPComp side by side.
 
 Run: ``python benchmarks/datadependent_report.py --data-dir ../shared/datasets/dpbench
-[--dpcomp RESULTS] [--seeds 10] [--workers 2] [--only 1d,2d] [--json FILE] [--export-cells DIR]``
-(or set $BLOWFISH_TE_DATA).
+[--dpcomp RESULTS [--dpcomp-exclude NAMES]] [--seeds 10] [--workers 2] [--only 1d,2d] [--json FILE]
+[--export-cells DIR] [--results FILE | --from-results FILE]`` (or set $BLOWFISH_TE_DATA).
 
 Cells, as DPBench samples them (``datasets.dpbench_sample``, seed 0): 1-D, 4096 cells, every
 shape at 10³, 10⁵ and 10⁷ records × ε ∈ {0.01, 0.1}, the 4096 cells (histogram) and the 4096
@@ -25,7 +25,10 @@ noise-free partition's at the same price.
 ``--export-cells DIR`` writes the cells (``cells.json``, each histogram as ``.npy``, the
 rectangles as ``rects128.npz``) for running DPComp on the same data outside this repository;
 ``--dpcomp`` reads that run's per-trial results (JSON list or JSON lines of ``{cell, algorithm,
-seed, rmse}``).
+seed, rmse}``); ``--dpcomp-exclude`` leaves the named algorithms out of DPComp's best, e.g. its
+DAWA, whose partition is not ε₁-DP (docs/theory.md, "Where DPComp's DAWA partition is not
+ε₁-DP"), and the variants that read the true record total. ``--results FILE`` keeps every trial;
+``--from-results FILE`` prints the summary of such a file without running anything.
 """
 
 from __future__ import annotations
@@ -188,13 +191,14 @@ def measure_cell(job) -> dict:
     return out
 
 
-def read_dpcomp(path) -> dict[str, tuple[str, float]]:
-    """{cell: (algorithm, mean RMSE)} of DPComp's best algorithm per cell."""
+def read_dpcomp(path, exclude=()) -> dict[str, tuple[str, float]]:
+    """{cell: (algorithm, mean RMSE)} of DPComp's best algorithm per cell, the algorithms named in
+    ``exclude`` left out."""
     text = pathlib.Path(path).read_text()
     rows = json.loads(text) if text.lstrip().startswith("[") else [json.loads(line) for line in text.splitlines() if line.strip()]
     runs = collections.defaultdict(dict)
     for r in rows:
-        if r.get("error") is None and r.get("rmse") is not None:
+        if r.get("error") is None and r.get("rmse") is not None and r["algorithm"] not in exclude:
             runs[(r["cell"], r["algorithm"])][r["seed"]] = r["rmse"]
     best = {}
     for (cell, algorithm), by_seed in runs.items():
@@ -292,14 +296,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("BLOWFISH_TE_DATA"))
     parser.add_argument("--dpcomp", default=None, help="DPComp's per-trial results on the exported cells")
+    parser.add_argument("--dpcomp-exclude", default="", help="comma list of DPComp algorithms left out of its best")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", default="1d,2d")
     parser.add_argument("--partitions", action="store_true", help="also DAWA's drawn partitions against the noise-free one")
     parser.add_argument("--export-cells", default=None)
     parser.add_argument("--results", type=pathlib.Path, default=None, help="write every trial's results here (JSON)")
+    parser.add_argument("--from-results", type=pathlib.Path, default=None, help="summarise a --results file, run nothing")
     add_options(parser)
     args = parser.parse_args()
+    dpcomp = read_dpcomp(args.dpcomp, set(filter(None, args.dpcomp_exclude.split(",")))) if args.dpcomp else None
+    if args.from_results:
+        summarise(json.loads(args.from_results.read_text()), dpcomp, Recorder(args.json))
+        return
     if args.data_dir is None:
         raise SystemExit("give --data-dir (the DPBench folder with 1D/ and 2D/) or set $BLOWFISH_TE_DATA")
     cell_list = cells(args.data_dir, args.only.split(","))
@@ -313,7 +323,7 @@ def main() -> None:
         results = list(pool.map(measure_cell, [(c, args.seeds, args.partitions) for c in cell_list]))
     if args.results:
         args.results.write_text(json.dumps(results))
-    summarise(results, read_dpcomp(args.dpcomp) if args.dpcomp else None, Recorder(args.json))
+    summarise(results, dpcomp, Recorder(args.json))
 
 
 if __name__ == "__main__":
