@@ -522,3 +522,19 @@ def test_ugrid_bias_probe_vetoes_spread_heavy_cells_and_keeps_even_data(monkeypa
 
     assert len(calls) == 2  # the public total is free: the two costs and the probe
     assert veto.spent == kept.spent == pytest.approx((2 * cost_share(256) + mech.probe_share) * epsilon)
+
+
+def test_ugrid_single_cell_blocks_are_judged_exactly_without_a_probe(monkeypatch):
+    """When the noisy total asks for a block per cell, UGrid is Laplace on the cells: no bias to
+    probe, so nothing more is spent and the release compares that known error with the plain
+    release's (on rectangles the plain strategy is far better)."""
+    calls = _forced_blocks(monkeypatch)
+    w, epsilon, total = wl.random_rects((16, 16), 40, rng=1), 1.0, 10**7
+    mech = M.UGrid(total=total)
+    x = np.full(256, total // 256)
+    decision = mech.check(w, x, epsilon, np.random.default_rng(0))
+    assert decision.route == "plain" and "every cell its own block" in decision.reason
+    from blowfish_te.selection import cost_share
+
+    assert decision.spent == pytest.approx(2 * cost_share(256) * epsilon)  # the costs only, no probe
+    assert calls and calls[0][3][1] - calls[0][3][0] == 1  # the blocks' terms read at single cells

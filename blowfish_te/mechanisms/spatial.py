@@ -194,10 +194,10 @@ class UGrid(_GridMechanism):
 
     With ``select`` (the default) a private check first (:meth:`check`: DAWA's cost of the data
     along the Hilbert curve and UGrid's fitted error model, then — for rectangle workloads, when
-    the model picks blocks of several cells — a probe of the blocks' own bias) falls back to the
-    plain release — ``auto``'s choice for the workload — where the blocks are predicted to lose
-    (measured before: heavy cells spread over blocks cost up to 70 times Identity's error on
-    rectangles).
+    the model picks the blocks — the blocks' own error: exact for single cells, by a
+    probe of their bias for blocks of several cells) falls back to the plain release —
+    ``auto``'s choice for the workload — where the blocks are predicted to lose (measured before:
+    heavy cells spread over blocks cost up to 70 times Identity's error on rectangles).
 
     The bias probe: with U the block spreading (fixed by the noisy total), the blocks' squared
     error is exactly b² + 2/ε²·Σ_q Σ_blocks a_q(B)², b = ‖W(I − U)x‖₂, a_q(B) = |q ∩ B|/|B|
@@ -231,21 +231,27 @@ class UGrid(_GridMechanism):
         return max(1, math.isqrt(int(rows * cols / wanted))) if wanted > 0 else max(rows, cols)
 
     def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Decision:
-        """The grids' check (:meth:`_GridMechanism.check`), then, where it picks blocks of several
-        cells and the workload is a set of rectangles, the bias probe (class docstring) at
-        ``probe_share``·ε, whose cost the returned decision's features include."""
+        """The grids' check (:meth:`_GridMechanism.check`); then, for rectangle workloads where the
+        model picks the blocks, the blocks judged on their own error:
+        exactly when every cell is its own block (Laplace on the cells, against the plain
+        release), else by the bias probe (class docstring) at ``probe_share``·ε, whose cost the
+        returned decision's features include."""
         decision = super().check(workload, x, epsilon, gen)
         bounds = workload.query_bounds()
-        if not self.select or decision.route != "partition" or bounds is None:
+        if not self.select or bounds is None or decision.route != "partition":
             return decision
         spent = self.probe_share * epsilon
-        rest = epsilon - decision.spent - spent
-        block = self._block_side(workload.domain, max(decision.features.total, 1.0), rest)
-        if block == 1:  # every cell its own block: no bias, nothing to probe
-            return decision
+        total, rest = max(decision.features.total, 1.0), epsilon - decision.spent - spent
+        block = self._block_side(workload.domain, total, rest)
         rows, cols = workload.domain
         row_cuts, col_cuts = _square_cuts(rows, block), _square_cuts(cols, block)
         columns, noise_terms = block_spread_terms(*bounds, workload.domain, row_cuts, col_cuts)
+        if block == 1:  # every cell its own block: no bias, nothing to probe, the error is known
+            rest = epsilon - decision.spent
+            cells_error, plain_error = 2.0 / rest**2 * noise_terms, plain_strategy(self, workload).expected_error(workload, rest)
+            route = "partition" if cells_error < plain_error else "plain"
+            return Decision(route, f"{route}: every cell its own block, Laplace on the cells at {cells_error / plain_error:.3g} × "
+                            "the plain release's error", decision.predicted, decision.features)
         reach = math.sqrt(float(columns.max()))
         labels = _block_labels(workload.domain, row_cuts, col_cuts)
         spread = _spread(labels, np.bincount(labels, weights=x))
