@@ -533,8 +533,24 @@ def test_ugrid_single_cell_blocks_are_judged_exactly_without_a_probe(monkeypatch
     mech = M.UGrid(total=total)
     x = np.full(256, total // 256)
     decision = mech.check(w, x, epsilon, np.random.default_rng(0))
-    assert decision.route == "plain" and "every cell its own block" in decision.reason
+    assert decision.route == "plain" and "1×1 blocks carry no bias" in decision.reason
     from blowfish_te.selection import cost_share
 
     assert decision.spent == pytest.approx(2 * cost_share(256) * epsilon)  # the costs only, no probe
     assert calls and calls[0][3][1] - calls[0][3][0] == 1  # the blocks' terms read at single cells
+
+
+def test_ugrid_blocks_without_bias_for_the_queries_spend_nothing_on_a_probe(monkeypatch):
+    """Queries made of whole 4 × 4 blocks: W(I − U) = 0, so the blocks' error is their noise alone,
+    compared exactly with the plain release's, and no probe is bought."""
+    from blowfish_te.selection import cost_share
+    from blowfish_te.workloads import Boxes
+
+    calls = _forced_blocks(monkeypatch)
+    corners = np.array([(4 * i, 4 * j) for i in range(4) for j in range(4)])
+    w, epsilon, total = Boxes((16, 16), corners, corners + 3), 1.0, 10**5
+    rest = epsilon * (1 - 2 * cost_share(256) - 0.02)
+    mech = M.UGrid(c=total * rest / 16 * 1.001, total=total)  # 16 blocks wanted: 4 × 4 cells each
+    decision = mech.check(w, np.random.default_rng(0).integers(0, 800, 256), epsilon, np.random.default_rng(0))
+    assert "4×4 blocks carry no bias" in decision.reason and len(calls) == 1
+    assert decision.spent == pytest.approx(2 * cost_share(256) * epsilon)
