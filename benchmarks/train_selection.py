@@ -40,7 +40,7 @@ import blowfish_te as bt
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te._selection_models import COEFFICIENTS, EXCESS_MAX, SCALE_RANGES
+from blowfish_te._selection_models import COEFFICIENTS, EXCESS_MAX, LEAST_SQUARES, SCALE_RANGES
 from blowfish_te.mechanisms.datadependent import SMOOTHING_COST
 from blowfish_te.mechanisms.partition_then_transform import plain_release
 from blowfish_te.mechanisms.plain import best_linear, best_plan_under
@@ -57,6 +57,9 @@ KEYS = [("dawa", 1, "cells"), ("dawa", 1, "ranges"), ("privtree", 1, "cells"), (
         ("partition_then_transform", 1, "cells"),
         ("dawa", 2, "cells"), ("dawa", 2, "ranges"), ("privtree", 2, "cells"), ("privtree", 2, "ranges"),
         ("agrid", 2, "cells"), ("agrid", 2, "ranges"), ("ugrid", 2, "cells"), ("ugrid", 2, "ranges")]
+#: The comment above the least-squares table in ``blowfish_te/_selection_models.py``.
+LEAST_SQUARES_DOC = ("#: The least-squares fits of the models whose decision fit above is the cost-weighted refinement:\n"
+                     "#: their predictions compare across mechanisms (``selection.error_model(..., calibrated=True)``).\n")
 #: Noisy copies of each cell's features in the fit (and, with another seed, in the report).
 DRAWS = 30
 
@@ -201,12 +204,14 @@ def mean_costs(coefficients, rows, key, seed: int = 2) -> np.ndarray:
     return np.array(out)
 
 
-def fit(rows, key) -> tuple[float, ...]:
+def fit(rows, key) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Least squares of the log ratio over noisy copies of every row; then the same surface
     refined by a cost-weighted logistic loss — each copy on the side of the crossing its true
     ratio lies, weighted by |log ratio|, what a wrong pick there costs — kept only where it lowers
     the largest mean cost of the training cells' picks by a tenth at least, and their geometric
-    mean too (a refinement that gains less is as likely to be fitting those cells' noise)."""
+    mean too (a refinement that gains less is as likely to be fitting those cells' noise).
+    Returns (the decision's fit, the least-squares fit): only the second predicts magnitudes that
+    compare across mechanisms."""
     from scipy.optimize import minimize
 
     terms, target = noisy_design(rows, key, seed=1)
@@ -223,7 +228,7 @@ def fit(rows, key) -> tuple[float, ...]:
     chosen = weighted if better else least_squares
     print(f"{key}: {'cost-weighted' if better else 'least squares'} fit "
           f"(largest mean cost {costs['least squares'].max():.3f} by least squares, {costs['cost-weighted'].max():.3f} weighted)")
-    return tuple(float(round(c, 4)) for c in chosen)
+    return tuple(float(round(c, 4)) for c in chosen), tuple(float(round(c, 4)) for c in least_squares)
 
 
 def report(key, coefficients, rows, title: str) -> float:
@@ -281,12 +286,12 @@ def main() -> None:
             held = [row for rows in pool.map(measure_cell, holdout) for row in rows]
         if args.save_rows:
             pathlib.Path(args.save_rows).write_text(json.dumps({"training": train, "held out": held}))
-    fitted = {}
+    fitted, calibrated = {}, {}
     for key in keys:
         rows = [r for r in train if r["key"] == key]
         if not rows:
             continue
-        fitted[key] = fit(rows, key)
+        fitted[key], calibrated[key] = fit(rows, key)
         recorder(f"{key} largest mean cost of the picks, training", report(key, fitted[key], rows, "training"),
                         "ratio")
         if held:
@@ -299,8 +304,14 @@ def main() -> None:
         text = path.read_text()
         head = text[: text.index("COEFFICIENTS:")]
         kept = {**COEFFICIENTS, **fitted}  # models not refitted (``--only``) stay as they are
-        rows = "".join(f"    {key!r}: {value!r},\n" for key, value in sorted(kept.items()))
-        path.write_text(head + "COEFFICIENTS: dict[tuple[str, int, str], tuple[float, ...]] = {\n" + rows + "}\n")
+        # least squares where the decision's fit is another (the rest are their own least squares)
+        least = {key: value for key, value in {**LEAST_SQUARES, **calibrated}.items() if value != kept[key]}
+
+        def table(name, entries):
+            rows = "".join(f"    {key!r}: {value!r},\n" for key, value in sorted(entries.items()))
+            return f"{name}: dict[tuple[str, int, str], tuple[float, ...]] = {{\n{rows}}}\n"
+
+        path.write_text(head + table("COEFFICIENTS", kept) + LEAST_SQUARES_DOC + table("LEAST_SQUARES", least))
         print(f"wrote {path}")
 
 

@@ -13,7 +13,8 @@ EXCESS_MAX = 1.3
 #: Fitted over noisy copies of the cells that ``python benchmarks/train_selection.py --data-dir
 #: ../shared/datasets/dpbench --seeds 5 --save-rows rows.json`` measures (``--rows rows.json --write``);
 #: AGrid's with ``--only agrid --seeds 20`` (its error varies up to 3-fold from seed to seed),
-#: DAWA's 2-D models (its deviation quadtree) with ``--only dawa --ndim 2 --seeds 10``; PrivTree's 1-D
+#: DAWA's and PrivTree's 2-D models (deviation and count quadtrees) with ``--only dawa --ndim 2 --seeds 10``
+#: and ``--only privtree --ndim 2 --seeds 10``; PrivTree's 1-D
 #: ranges model with ``--only privtree --ndim 1 --seeds 20`` (its prefix errors vary 20-fold from seed to seed).
 COEFFICIENTS: dict[tuple[str, int, str], tuple[float, ...]] = {
     ('agrid', 2, 'cells'): (-0.6675, 0.0982, 0.0163, -0.1922, 0.0092, -0.3152, 0.7779, -0.2113),
@@ -25,8 +26,13 @@ COEFFICIENTS: dict[tuple[str, int, str], tuple[float, ...]] = {
     ('partition_then_transform', 1, 'cells'): (0.4366, -1.2735, 1.9774, -1.4847, 0.37, 1.6938, 0.5798, 0.5702),
     ('privtree', 1, 'cells'): (-1.1426, 3.7555, 3.0726, -0.0507, -1.7512, -0.7011, 2.4351, 0.5923),
     ('privtree', 1, 'ranges'): (0.3641, 0.3258, 0.2649, 0.0572, -0.0743, -0.0373, 0.1259, -0.0232),
-    ('privtree', 2, 'cells'): (-0.0252, 0.0507, 1.0087, -0.0534, -0.1518, -0.0463, 0.8591, 0.0337),
-    ('privtree', 2, 'ranges'): (1.0691, -0.5319, 1.0179, 0.3976, -1.028, -0.9196, 1.095, 2.3288),
+    ('privtree', 2, 'cells'): (-0.0722, 0.0626, 0.9424, -0.038, -0.1549, -0.0784, 0.8789, 0.0319),
+    ('privtree', 2, 'ranges'): (1.0533, -0.5367, 0.8904, 0.3046, -0.9419, -1.095, 1.1613, 2.0977),
     ('ugrid', 2, 'cells'): (-1.1383, 1.6272, -3.1529, 0.715, -0.9301, -0.8398, -0.3397, 0.0374),
     ('ugrid', 2, 'ranges'): (1.2126, 0.0274, -1.2815, -1.6115, -0.6597, 0.5746, -0.1257, 0.1241),
+}
+#: The least-squares fits of the models whose decision fit above is the cost-weighted refinement:
+#: their predictions compare across mechanisms (``selection.error_model(..., calibrated=True)``).
+LEAST_SQUARES: dict[tuple[str, int, str], tuple[float, ...]] = {
+    ('privtree', 2, 'ranges'): (0.6544, -0.0939, 1.4853, 0.019, -0.1488, 0.2133, 0.6161, 0.2115),
 }

@@ -180,10 +180,13 @@ class ErrorModel:
 WORKLOAD_CLASSES = ("cells", "ranges")
 
 
-def error_model(mechanism: str, ndim: int, workload_class: str) -> ErrorModel:
+def error_model(mechanism: str, ndim: int, workload_class: str, *, calibrated: bool = False) -> ErrorModel:
     """The fitted model of ``mechanism``'s release on a ``ndim``-dimensional domain for a workload
-    of ``workload_class`` (:data:`WORKLOAD_CLASSES`)."""
-    from ._selection_models import COEFFICIENTS, EXCESS_MAX, SCALE_RANGES
+    of ``workload_class`` (:data:`WORKLOAD_CLASSES`). By default the model its check decides with
+    (where a cost-weighted refinement made cheaper decisions, only the side of 1 it predicts is
+    fitted); with ``calibrated`` the least-squares fit of the same surface, whose magnitudes can
+    be compared across mechanisms (:func:`choose`)."""
+    from ._selection_models import COEFFICIENTS, EXCESS_MAX, LEAST_SQUARES, SCALE_RANGES
 
     if workload_class not in WORKLOAD_CLASSES:
         raise ValueError(f"workload_class must be one of {WORKLOAD_CLASSES}, got {workload_class!r}")
@@ -191,7 +194,8 @@ def error_model(mechanism: str, ndim: int, workload_class: str) -> ErrorModel:
     if key not in COEFFICIENTS:
         known = ", ".join(f"{m} ({d}-D {c})" for m, d, c in sorted(COEFFICIENTS))
         raise ValueError(f"no error model is fitted for {mechanism} on {ndim}-D {workload_class} workloads; fitted: {known}")
-    return ErrorModel(f"{mechanism}'s {ndim}-D {workload_class} model", COEFFICIENTS[key], SCALE_RANGES[ndim], EXCESS_MAX,
+    coefficients = LEAST_SQUARES.get(key, COEFFICIENTS[key]) if calibrated else COEFFICIENTS[key]
+    return ErrorModel(f"{mechanism}'s {ndim}-D {workload_class} model", coefficients, SCALE_RANGES[ndim], EXCESS_MAX,
                       cost_bound=workload_class == "cells")
 
 
@@ -224,20 +228,23 @@ def decide(features: Features, model: ErrorModel) -> Decision:
                     features)
 
 
-def choose(features: Features, models: dict[str, ErrorModel]) -> Decision:
+def choose(features: Features, models: dict[str, ErrorModel], deciders: dict[str, ErrorModel] | None = None) -> Decision:
     """Pythia's choice among several data-dependent releases (Kotsogiannis et al., SIGMOD 2017):
-    each model in ``models`` (name → :class:`ErrorModel`) predicts its release's error over the
-    plain release's from the same noisy ``features``; the release of lowest prediction runs where
-    that is below 1 (the decision's ``route`` is its name), else the plain release. The models
-    must share their plain release (range workloads, where it is the analytic error of ``auto``'s
-    strategy for every mechanism), so that their predictions compare."""
-    if not models or not all(isinstance(m, ErrorModel) for m in models.values()):
-        raise TypeError(f"models must map names to ErrorModels, at least one; got {models!r}")
+    each model in ``models`` (name → calibrated :class:`ErrorModel`) predicts its release's error
+    over the plain release's from the same noisy ``features``; the release of lowest prediction
+    runs where its decision model (``deciders[name]``, by default the same model) predicts below
+    1 (the decision's ``route`` is its name), else the plain release. The models must share
+    their plain release (range workloads, where it is the analytic error of ``auto``'s strategy
+    for every mechanism), so that their predictions compare."""
+    deciders = models if deciders is None else deciders
+    if not models or not all(isinstance(m, ErrorModel) for m in (*models.values(), *deciders.values())) \
+            or not set(models) <= set(deciders):
+        raise TypeError(f"models must map names to ErrorModels, at least one, each with a decider; got {models!r}")
     predicted = {name: model.predict(features) for name, model in models.items()}
     best = min(predicted, key=predicted.get)
+    decided = deciders[best].predict(features)
     listing = ", ".join(f"{name} {ratio:.3g}" for name, ratio in predicted.items())
-    if predicted[best] < 1.0:
-        return Decision(best, f"{best}: the lowest predicted error over the plain release's ({listing})", predicted[best],
-                        features)
-    return Decision("plain", f"plain release: every predicted error is at least its own ({listing})", predicted[best],
-                    features)
+    if decided < 1.0:
+        return Decision(best, f"{best}: the lowest predicted error over the plain release's ({listing})", decided, features)
+    return Decision("plain", f"plain release: {best}, the lowest predicted error over its own ({listing}), is predicted "
+                    f"at {decided:.3g} × it by its check's model", decided, features)

@@ -121,7 +121,8 @@ def _grid_choice(monkeypatch, name):
 
     seen = []
 
-    def choose(features, models):
+    def choose(features, models, deciders):
+        assert sorted(models) == sorted(deciders)
         seen.append(sorted(models))
         return Decision(name, f"{name}: forced", 0.5, features)
 
@@ -426,8 +427,8 @@ def test_rectangles_on_a_grid_are_checked_along_dawas_layout_with_all_of_epsilon
         seen.update(cells=np.array(cells), eps=eps, gen=gen)
         return real(cells, eps, gen, **kwargs)
 
-    def choose(features, models):
-        seen.update(models=sorted(models), decision=real_choose(features, models))
+    def choose(features, models, deciders):
+        seen.update(models=sorted(models), decision=real_choose(features, models, deciders))
         return seen["decision"]
 
     released = {}

@@ -174,6 +174,13 @@ def test_choose_runs_the_lowest_prediction_below_the_crossing():
     assert "a 0.8" in picked.reason and "b 0.5" in picked.reason and "c 2" in picked.reason
     plain = choose(features, {"a": model("a", 1.0), "b": model("b", 3.0)})
     assert plain.route == "plain" and plain.predicted == pytest.approx(1.0) and plain.spent == features.spent
+    # ranked by the calibrated models, decided by the chosen one's own check model
+    ranked = choose(features, {"a": model("a", 0.5), "b": model("b", 0.6)}, {"a": model("a", 1.5), "b": model("b", 0.2)})
+    assert ranked.route == "plain" and ranked.predicted == pytest.approx(1.5) and "a, the lowest" in ranked.reason
+    kept = choose(features, {"a": model("a", 0.5), "b": model("b", 0.6)}, {"a": model("a", 0.9), "b": model("b", 2.0)})
+    assert kept.route == "a" and kept.predicted == pytest.approx(0.9)
+    with pytest.raises(TypeError, match="each with a decider"):
+        choose(features, {"a": model("a", 0.5)}, {"b": model("b", 0.5)})
     with pytest.raises(TypeError, match="models must map names to ErrorModels"):
         choose(features, {})
     with pytest.raises(TypeError, match="models must map names to ErrorModels"):
@@ -294,3 +301,14 @@ def test_features_describe_what_was_measured():
                                 "guards); features spent 0.1")
     public = Features(1000.0, None, 64, 0.5, 0.0, True)
     assert public.describe() == "record total 1000 (public), N·ε/K = 7.81; features spent 0"
+
+
+def test_calibrated_models_are_the_least_squares_fits_where_the_decision_fit_differs():
+    """error_model(..., calibrated=True) reads the least-squares table where a cost-weighted
+    refinement made the decision's fit, and the decision's own fit (already least squares) elsewhere."""
+    from blowfish_te._selection_models import COEFFICIENTS, LEAST_SQUARES
+
+    assert LEAST_SQUARES and all(LEAST_SQUARES[key] != COEFFICIENTS[key] for key in LEAST_SQUARES)
+    for key in COEFFICIENTS:
+        calibrated = error_model(*key, calibrated=True).coefficients
+        assert calibrated == LEAST_SQUARES.get(key, COEFFICIENTS[key]) and error_model(*key).coefficients == COEFFICIENTS[key]

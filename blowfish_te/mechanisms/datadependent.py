@@ -120,9 +120,11 @@ class DAWA(Mechanism):
         ratio = (TREE_SHARE if tree else 0.25 / math.sqrt(gain)) if self.ratio is None else self.ratio
         return ratio, gain**0.25 if self.penalty is None else self.penalty
 
-    def model(self, workload: Workload) -> ErrorModel:
-        """DAWA's fitted error model for ``workload`` (its dimension and workload class)."""
-        return error_model(self.name, len(workload.domain), workload_class(workload, self._gain(workload)))
+    def model(self, workload: Workload, calibrated: bool = False) -> ErrorModel:
+        """DAWA's fitted error model for ``workload`` (its dimension and workload class;
+        ``calibrated``: see :func:`~blowfish_te.selection.error_model`)."""
+        return error_model(self.name, len(workload.domain), workload_class(workload, self._gain(workload)),
+                           calibrated=calibrated)
 
     def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Decision | None:
         """The private check of a release (validated arguments; the first draws from ``gen``, so

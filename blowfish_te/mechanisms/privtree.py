@@ -185,10 +185,11 @@ class PrivTree(Mechanism):
             raise TypeError(f"select must be True or False (check privately on a grid whether to partition), got {select!r}")
         self.select = bool(select)
 
-    def model(self, workload: Workload) -> ErrorModel:
-        """PrivTree's fitted error model for ``workload`` (its dimension and workload class)."""
+    def model(self, workload: Workload, calibrated: bool = False) -> ErrorModel:
+        """PrivTree's fitted error model for ``workload`` (its dimension and workload class;
+        ``calibrated``: see :func:`~blowfish_te.selection.error_model`)."""
         gain = self._cache("aggregation gain").get(workload, lambda: aggregation_gain(workload))
-        return error_model(self.name, len(workload.domain), workload_class(workload, gain))
+        return error_model(self.name, len(workload.domain), workload_class(workload, gain), calibrated=calibrated)
 
     def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Decision | None:
         """The private check of a release (validated arguments; the first draws from ``gen``):

@@ -108,10 +108,11 @@ class _GridMechanism(RecordTotal, Mechanism, register=False):
             )
         return workload, x, epsilon, gen
 
-    def model(self, workload: Workload) -> ErrorModel:
-        """The mechanism's fitted error model for ``workload`` (its workload class on a grid)."""
+    def model(self, workload: Workload, calibrated: bool = False) -> ErrorModel:
+        """The mechanism's fitted error model for ``workload`` (its workload class on a grid;
+        ``calibrated``: see :func:`~blowfish_te.selection.error_model`)."""
         gain = self._cache("aggregation gain").get(workload, lambda: aggregation_gain(workload))
-        return error_model(self.name, 2, workload_class(workload, gain))
+        return error_model(self.name, 2, workload_class(workload, gain), calibrated=calibrated)
 
     def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Decision:
         """The record total and, with ``select``, the private check (validated arguments; the
