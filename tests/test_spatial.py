@@ -554,3 +554,13 @@ def test_ugrid_blocks_without_bias_for_the_queries_spend_nothing_on_a_probe(monk
     decision = mech.check(w, np.random.default_rng(0).integers(0, 800, 256), epsilon, np.random.default_rng(0))
     assert "4×4 blocks carry no bias" in decision.reason and len(calls) == 1
     assert decision.spent == pytest.approx(2 * cost_share(256) * epsilon)
+
+
+def test_ugrid_refuses_a_probe_share_that_leaves_nothing_to_release():
+    """``probe_share`` is named when it is outside (0, 1) or leaves no ε for the check and the release."""
+    assert M.UGrid(probe_share=0.05).probe_share == 0.05
+    for bad in (0.0, 1.0, -0.1):
+        with pytest.raises(ValueError, match="probe_share"):
+            M.UGrid(probe_share=bad)
+    with pytest.raises(ValueError, match=r"total_share \+ probe_share must leave ε"):
+        M.UGrid(total_share=0.5, probe_share=0.4)
