@@ -18,6 +18,9 @@ MIN_EPSILON, MAX_EPSILON = 1e-100, 1e100
 #: Most cells a domain may have: an int64 histogram of 2**31 cells takes 16 GiB, and keys
 #: u·(K + 1) + v of cell pairs stay exact in int64.
 MAX_CELLS = 2**31
+#: Most cells a domain described without arrays of its size may have (marginal workloads, and
+#: policies whose edges are offsets or ⊥): flat cell indices and K + 1 stay exact in int64.
+MAX_DOMAIN_CELLS = 2**62
 
 
 def check_int(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
@@ -37,8 +40,10 @@ def check_size(value, name: str = "k") -> int:
     return check_int(value, name, minimum=1, maximum=MAX_CELLS)
 
 
-def check_shape(shape, name: str = "shape") -> tuple[int, ...]:
-    """Return a domain shape as a tuple of positive ints; an int ``k`` means ``(k,)``."""
+def check_shape(shape, name: str = "shape", maximum: int = MAX_CELLS) -> tuple[int, ...]:
+    """Return a domain shape as a tuple of positive ints; an int ``k`` means ``(k,)``. At most
+    ``maximum`` cells: :data:`MAX_CELLS` where arrays of the domain's size are built, up to
+    :data:`MAX_DOMAIN_CELLS` for structures that never build one."""
     if isinstance(shape, numbers.Integral) and not isinstance(shape, (bool, np.bool_)):
         shape = (shape,)
     try:
@@ -55,8 +60,12 @@ def check_shape(shape, name: str = "shape") -> tuple[int, ...]:
         if k < 1:
             raise ValueError(f"{name}[{i}] must be >= 1 (no empty axes), got {int(k)} in {shape!r}")
     axes = tuple(int(k) for k in axes)
-    if math.prod(axes) > MAX_CELLS:
-        raise ValueError(f"{name} {axes} has {math.prod(axes)} cells, more than the {MAX_CELLS} (MAX_CELLS) allowed")
+    if math.prod(axes) > maximum:
+        if maximum < MAX_DOMAIN_CELLS:
+            raise ValueError(f"{name} {axes} has {math.prod(axes)} cells, more than the {maximum} allowed where arrays "
+                             f"of the domain's size are built; marginal workloads (workloads.marginals, all_marginals) "
+                             f"under unbounded, attribute or grid policies take up to {MAX_DOMAIN_CELLS} (2**62) cells")
+        raise ValueError(f"{name} {axes} has {math.prod(axes)} cells, more than the {maximum} (2**62) a domain may have")
     return axes
 
 

@@ -24,7 +24,7 @@ from ._digest import digest
 from ._graph import csgraph_ready, signed_incidence
 from ._grid import offset_pairs, positive_offsets
 from ._grid import shape_label as _fmt
-from ._validation import as_array, check_int, check_shape, check_size, is_int
+from ._validation import MAX_CELLS, MAX_DOMAIN_CELLS, as_array, check_int, check_shape, check_size, is_int
 from .errors import SpecError
 
 __all__ = [
@@ -235,7 +235,7 @@ class Policy:
     def _trusted(cls, shape, blocks, *, has_bottom: bool = False, name: str | None = None) -> Policy:
         """A policy from blocks that the library's constructors built canonical and disjoint."""
         self = cls.__new__(cls)
-        self._init(check_shape(shape), blocks, has_bottom, name)
+        self._init(check_shape(shape, "shape", MAX_DOMAIN_CELLS), blocks, has_bottom, name)
         return self
 
     def _init(self, shape, blocks, has_bottom, name) -> None:
@@ -489,7 +489,7 @@ def unbounded(shape) -> Policy:
     >>> unbounded(3).edges.tolist()  # ⊥ is the index K = 3
     [[0, 3], [1, 3], [2, 3]]
     """
-    shape = check_shape(shape, "shape")
+    shape = check_shape(shape, "shape", MAX_DOMAIN_CELLS)  # ⊥ edges are listed only when asked for
     return Policy._trusted(shape, [BottomEdges(math.prod(shape))], has_bottom=True, name=f"unbounded({_fmt(shape)})")
 
 
@@ -523,10 +523,11 @@ def grid(shape, theta: int = 1) -> Policy:
     >>> grid((3, 3)).num_edges, grid((3, 3), theta=2).num_edges
     (12, 26)
     """
-    shape = check_shape(shape, "shape")
+    shape = check_shape(shape, "shape", MAX_DOMAIN_CELLS)  # offsets, not edges
     theta = check_int(theta, "theta", minimum=1)
     name = f"grid({_fmt(shape)}, theta={theta})"
     if theta >= sum(k - 1 for k in shape):
+        check_shape(shape, "shape", MAX_CELLS)  # a clique lists its cells
         return Policy._trusted(shape, _full_clique(shape), name=name)
     blocks = [OffsetEdges(tuple(int(c) for c in d)) for d in positive_offsets(shape, theta)]
     return Policy._trusted(shape, blocks, name=name)
@@ -534,7 +535,7 @@ def grid(shape, theta: int = 1) -> Policy:
 
 def attribute(shape) -> Policy:
     """G_attr: cells that differ in exactly one coordinate, by any amount."""
-    shape = check_shape(shape, "shape")
+    shape = check_shape(shape, "shape", MAX_DOMAIN_CELLS)  # offsets, not edges
     blocks = []
     for axis, k in enumerate(shape):
         for t in range(1, k):

@@ -387,6 +387,44 @@ def test_nan_is_missing_in_every_source(tmp_path):
             io.histogram(source, DOMAIN, engine=engine)
 
 
+def test_columns_typed_as_exact_numbers_are_binned_without_their_text(tmp_path):
+    """Integer, decimal and boolean columns hold no NaN: DuckDB bins them without the text of
+    every value (what made counting 3 times slower than a plain GROUP BY), with the same account
+    of every record as numpy: a null is missing, a fraction is invalid for an integer range."""
+    import decimal
+
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from blowfish_te.io import engines
+
+    columns = {"int": pa.array([3, None, 120, -4, 42], pa.int64()),
+               "small": pa.array([3, 5, 7, 9, 11], pa.int16()),
+               "decimal": pa.array([decimal.Decimal("3"), decimal.Decimal("3.5"), None, decimal.Decimal("99"), decimal.Decimal("0")],
+                                   pa.decimal128(5, 1)),
+               "bool": pa.array([True, False, False, True, True])}
+    table = pa.table(columns)
+    pq.write_table(table, tmp_path / "typed.parquet")
+    con = duckdb.connect()
+    kinds = engines._kinds_duckdb(con.sql(f"SELECT * FROM read_parquet('{tmp_path / 'typed.parquet'}')"))
+    assert kinds == {"int": "exact", "small": "exact", "decimal": "exact", "bool": "exact"}
+    for name in columns:
+        domain = io.IntegerRange(name, 0, 99, width=3)
+        parse, _, _ = domain.sql(io.domain.DUCKDB, kinds[name], "a0")
+        assert "VARCHAR" not in " ".join(parse)
+        for outside in ("error", "clamp"):
+            outcomes = []
+            for source, engine in ((str(tmp_path / "typed.parquet"), "duckdb"), (table, "duckdb"), (table.to_pandas(), "memory")):
+                try:
+                    r = io.histogram(source, domain, outside=outside, engine=engine)
+                    outcomes.append((r.counts.tolist(), r.rows, r.below, r.above))
+                except io.RecordError as err:
+                    outcomes.append(str(err).split(" (e.g.")[0])
+            assert outcomes[0] == outcomes[1] == outcomes[2], (name, outside, outcomes)
+    # the float kind still looks for NaN in the text (Parquet statistics leave NaN out)
+    assert "VARCHAR" in " ".join(io.IntegerRange("v", 0, 9).sql(io.domain.DUCKDB, "float", "a0")[0])
+
+
 def test_a_histogram_file_follows_the_records_rule(tmp_path):
     """Byte-order mark removed; a blank line, an empty field or NaN is a missing count, refused
     with its line."""

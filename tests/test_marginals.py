@@ -10,7 +10,7 @@ import scipy.linalg
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blowfish_te import plan, policies
+from blowfish_te import datasets, plan, policies
 from blowfish_te import workloads as wl
 from blowfish_te.audit import audit
 from blowfish_te.mechanisms import MECHANISMS, get_mechanism
@@ -285,19 +285,25 @@ def test_marginal_counts_are_checked_on_arrival():
         wl.MarginalCounts((2, 3, 2), {(0,): np.array([1, 2])}).table((1,))
 
 
+#: The census-like attributes and two more: a grid of 10¹² cells.
+TRILLION_CELLS = {**datasets.CENSUS_ATTRIBUTES, "state": 50, "industry": 20}
+
+
 @pytest.mark.slow
-def test_a_billion_cell_domain_is_planned_counted_and_released_without_its_grid():
+@pytest.mark.parametrize("attributes", [datasets.CENSUS_ATTRIBUTES, TRILLION_CELLS], ids=["1e9 cells", "1e12 cells"])
+def test_a_large_domain_is_planned_counted_and_released_without_its_grid(attributes):
     import tracemalloc
 
-    from blowfish_te import datasets, io
+    from blowfish_te import io
 
-    domain = datasets.census_domain()
-    assert int(np.prod(domain.shape)) == 10**9
+    domain = datasets.census_domain(attributes)
+    cells = int(np.prod(domain.shape))
+    assert cells in (10**9, 10**12)
     workload = wl.all_marginals(domain.shape, 2)
     tracemalloc.start()
     chosen = {name: plan(workload, maker(domain.shape), 1.0, "auto")
               for name, maker in (("unbounded", policies.unbounded), ("attribute", policies.attribute))}
-    records = datasets.census_records(2000, rng=3)
+    records = datasets.census_records(2000, rng=3, attributes=attributes)
     for chosen_plan in chosen.values():
         counted = io.marginal_counts(records, domain, chosen_plan.marginals_read(), engine="memory")
         release = chosen_plan.release(counted.counts, rng=0)
@@ -310,8 +316,27 @@ def test_a_billion_cell_domain_is_planned_counted_and_released_without_its_grid(
         assert np.allclose(totals, totals[0], rtol=0, atol=1e-6 * max(1.0, abs(totals[0])))
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert peak < 200 * 2**20  # far from the 8 GB of the grid
-    assert "skipped on 1000000000 cells" in chosen["unbounded"].reason
+    assert peak < 200 * 2**20  # far from the 8 bytes per cell of the grid
+    assert f"skipped on {cells} cells" in chosen["unbounded"].reason
+
+
+def test_beyond_a_histogram_only_implicit_structures_are_built():
+    """Past MAX_CELLS only marginal workloads and policies of offsets or ⊥ are built; whatever
+    would list the cells refuses by name, and so does a domain past MAX_DOMAIN_CELLS."""
+    from blowfish_te._validation import MAX_CELLS, MAX_DOMAIN_CELLS
+
+    shape = (100,) * 6  # 10¹² cells
+    assert MAX_CELLS < 10**12 <= MAX_DOMAIN_CELLS
+    assert wl.all_marginals(shape, 2).num_queries == 15 * 100**2
+    assert policies.unbounded(shape).size == policies.attribute(shape).size == policies.grid(shape).size == 10**12
+    for build in (lambda: wl.identity(shape), lambda: wl.prefix(10**12), lambda: policies.complete(shape),
+                  lambda: policies.grid(shape, theta=600), lambda: policies.line(10**12)):
+        with pytest.raises(ValueError, match="2147483648"):
+            build()
+    with pytest.raises(ValueError, match=r"2\*\*62"):
+        wl.marginals((2,) * 63, [(0,)])
+    with pytest.raises(ValueError, match="more than the 2147483648 allowed where arrays"):
+        plan(wl.all_marginals(shape, 2), policies.unbounded(shape), 1.0, "identity")
 
 
 def test_marginal_workloads_by_spec():

@@ -49,6 +49,10 @@ class Dialect:
 DUCKDB = Dialect("VARCHAR", '"')
 SPARK = Dialect("STRING", "`")
 
+#: What a column's type says about its values: ``"text"`` (parsed), ``"float"`` (a number that may
+#: be NaN) or ``"exact"`` (integers, decimals, booleans: numbers that never are).
+COLUMN_KINDS = ("text", "float", "exact")
+
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
@@ -69,10 +73,10 @@ class Axis:
         """How many distinct values an in-domain record can hold (inf for continuous bins)."""
         return self.size
 
-    def sql(self, dialect: Dialect, numeric: bool, name: str) -> tuple[list[str], str, str]:
+    def sql(self, dialect: Dialect, kind: str, name: str) -> tuple[list[str], str, str]:
         """SQL of the column's binning: the parsing step (``expr AS alias`` items, aliases
         prefixed with ``name``, computed once per record), then the status and the cell
-        expressions over them; ``numeric`` when the column's type is a number."""
+        expressions over them; ``kind`` is what the column's type says (:data:`COLUMN_KINDS`)."""
         raise NotImplementedError
 
     def bin(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,10 +121,12 @@ class _Numeric(Axis):
     def _cell(self, v: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def sql(self, dialect: Dialect, numeric: bool, name: str) -> tuple[list[str], str, str]:
+    def sql(self, dialect: Dialect, kind: str, name: str) -> tuple[list[str], str, str]:
         c = dialect.ident(self.column)
         v, blank = f"{name}_v", f"{name}_blank"
-        if numeric:
+        if kind == "exact":  # no NaN to look for: the text of every value is never built
+            parse = [f"CAST({c} AS DOUBLE) AS {v}", f"({c} IS NULL) AS {blank}"]
+        elif kind == "float":
             # NaN is read off the value's text: DuckDB folds isnan() to false from Parquet statistics,
             # which leave NaN out, and would count a NaN as a number above every other
             nan = f"lower(CAST({c} AS {dialect.text_type})) IN ('nan', '-nan')"
@@ -337,10 +343,10 @@ class Levels(Axis):
     def size(self) -> int:
         return len(self.levels)
 
-    def sql(self, dialect: Dialect, numeric: bool, name: str) -> tuple[list[str], str, str]:
+    def sql(self, dialect: Dialect, kind: str, name: str) -> tuple[list[str], str, str]:
         c = dialect.ident(self.column)
         text, blank, cell = f"TRIM(CAST({c} AS {dialect.text_type}))", f"{name}_blank", f"{name}_cell"
-        nan = f" OR isnan(CAST({c} AS DOUBLE))" if numeric else ""
+        nan = f" OR isnan(CAST({c} AS DOUBLE))" if kind == "float" else ""
         match = f"CASE {text} " + " ".join(f"WHEN {_literal(level)} THEN {i}" for i, level in enumerate(self.levels)) + " END"
         parse = [f"{match} AS {cell}", f"({c} IS NULL OR {text} = ''{nan}) AS {blank}"]
         status = f"CASE WHEN {blank} THEN {MISSING} WHEN {cell} IS NULL THEN {UNKNOWN} ELSE {OK} END"

@@ -30,7 +30,7 @@ POLL_SECONDS = 0.5
 _DISTINCT_FIRST = 1 << 20  # group raw values before binning when valid records hold at most this many
 
 
-def _query(grid: Grid, dialect: Dialect, numeric: dict[str, bool], table: str, distinct: bool = False) -> str:
+def _query(grid: Grid, dialect: Dialect, kinds: dict[str, str], table: str, distinct: bool = False) -> str:
     """The binning query over ``table``: columns s0.., c0.. (status and cell of every axis); each
     record's values are parsed once, in an inner query that keeps the raw columns.
 
@@ -41,7 +41,7 @@ def _query(grid: Grid, dialect: Dialect, numeric: dict[str, bool], table: str, d
     and costs when nearly every record differs (continuous values: 1.6 s -> 3.6 s)."""
     parse, binned = [], []
     for a, axis in enumerate(grid.axes):
-        p, status, cell = axis.sql(dialect, numeric[axis.column], f"a{a}")
+        p, status, cell = axis.sql(dialect, kinds[axis.column], f"a{a}")
         parse += p
         binned += [f"{status} AS s{a}", f"{cell} AS c{a}"]
     columns = ", ".join(dialect.ident(c) for c in grid.columns)
@@ -203,12 +203,18 @@ def _duckdb_relation(source, con):
         raise TypeError(f"source: cannot read {type(source).__name__} as records ({err})") from None
 
 
-def _numeric_duckdb(rel) -> dict[str, bool]:
-    return {name: str(t).split("(")[0] in _DUCKDB_NUMBERS for name, t in zip(rel.columns, rel.types)}
+def _kinds_duckdb(rel) -> dict[str, str]:
+    """Each column's kind (:data:`~blowfish_te.io.domain.COLUMN_KINDS`) from its DuckDB type."""
+    return {name: _column_kind(str(t).split("(")[0], _DUCKDB_EXACT, _DUCKDB_FLOATS) for name, t in zip(rel.columns, rel.types)}
 
 
-_DUCKDB_NUMBERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
-                   "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL", "BOOLEAN"}
+def _column_kind(type_name: str, exact, floats) -> str:
+    return "exact" if type_name in exact else "float" if type_name in floats else "text"
+
+
+_DUCKDB_EXACT = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+                 "UHUGEINT", "DECIMAL", "BOOLEAN"}
+_DUCKDB_FLOATS = {"FLOAT", "DOUBLE"}
 
 
 def _reporting(con, run, progress):
@@ -272,7 +278,7 @@ def _say_no_progress_once() -> None:
 
 
 def _duckdb_records(source, grid: Grid, connection):
-    """(connection, view of the records, numeric flags, CSV files read, examples function)."""
+    """(connection, view of the records, column kinds, CSV files read, examples function)."""
     duckdb = _duckdb()
     if connection is None:
         # DuckDB draws its own progress bar on standard output for long queries: ours goes through
@@ -284,8 +290,8 @@ def _duckdb_records(source, grid: Grid, connection):
     _check_columns(rel.columns, grid, f"source {where}")
     view = f"records_{id(rel)}"
     rel.create_view(view, replace=True)
-    numeric = _numeric_duckdb(rel)
-    binning = _query(grid, DUCKDB, numeric, view)
+    kinds = _kinds_duckdb(rel)
+    binning = _query(grid, DUCKDB, kinds, view)
 
     def examples(a: int, codes: tuple[int, ...]) -> list:
         column = DUCKDB.ident(grid.axes[a].column)
@@ -293,16 +299,16 @@ def _duckdb_records(source, grid: Grid, connection):
         found = con.sql(f"SELECT DISTINCT raw FROM ({query}) WHERE s{a} IN ({', '.join(map(str, codes))}) LIMIT {_EXAMPLES}").fetchall()
         return [r[0] for r in found]
 
-    return con, view, numeric, csv_files, examples
+    return con, view, kinds, csv_files, examples
 
 
 def duckdb_groups(source, grid: Grid, connection=None, progress=None):
     """GROUP BY the binned columns in DuckDB (out of core, parallel); ``progress`` gets the
     fraction of the scan done as it runs."""
-    con, view, numeric, csv_files, examples = _duckdb_records(source, grid, connection)
+    con, view, kinds, csv_files, examples = _duckdb_records(source, grid, connection)
     d = len(grid.axes)
     keys = ", ".join([f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)])
-    counted = _query(grid, DUCKDB, numeric, view, distinct=_few_values(grid))
+    counted = _query(grid, DUCKDB, kinds, view, distinct=_few_values(grid))
     rows = _reporting(con, con.sql(f"SELECT {keys}, sum(n) FROM ({counted}) GROUP BY ALL").fetchall, progress)
     groups = _with_skipped_lines(np.array(rows, dtype=np.int64).reshape(-1, 2 * d + 1), grid, csv_files)
     return groups, examples
@@ -314,12 +320,12 @@ def duckdb_groups(source, grid: Grid, connection=None, progress=None):
 _STATUS_BASE = 6
 
 
-def _marginal_query(grid: Grid, dialect: Dialect, numeric: dict[str, bool], table: str, subsets) -> str:
+def _marginal_query(grid: Grid, dialect: Dialect, kinds: dict[str, str], table: str, subsets) -> str:
     """One scan of the binning query grouped by GROUPING SETS: every axis's status (the account
     of the records), then the cells of each marginal. Each row: the grouping id, the statuses as
     one base-6 key, the cells as one row-major key over the grid, the record count."""
     d = len(grid.axes)
-    counted = _query(grid, dialect, numeric, table, distinct=_few_values(grid))
+    counted = _query(grid, dialect, kinds, table, distinct=_few_values(grid))
     strides = np.cumprod((1,) + grid.shape[::-1])[:-1][::-1]
     grouped = {a for s in subsets for a in s}  # a cell column in no marginal is in no grouping set
     status_key = " + ".join(f"CAST(coalesce(s{a}, 0) AS BIGINT) * {_STATUS_BASE**a}" for a in range(d))
@@ -359,8 +365,8 @@ def _marginal_tables(g, skey, ckey, n, grid: Grid, subsets) -> tuple[np.ndarray,
 
 def duckdb_marginals(source, grid: Grid, subsets, connection=None, progress=None):
     """The account of the records and the marginals ``subsets`` in one DuckDB scan."""
-    con, view, numeric, csv_files, examples = _duckdb_records(source, grid, connection)
-    query = _marginal_query(grid, DUCKDB, numeric, view, subsets)
+    con, view, kinds, csv_files, examples = _duckdb_records(source, grid, connection)
+    query = _marginal_query(grid, DUCKDB, kinds, view, subsets)
     found = _reporting(con, con.sql(query).fetchnumpy, progress)
     groups, tables = _marginal_tables(found["g"], found["skey"], found["ckey"], found["n"], grid, subsets)
     return _with_skipped_lines(groups, grid, csv_files), tables, examples
@@ -396,7 +402,7 @@ def _spark_session(connection):
 
 
 def _spark_records(source, grid: Grid, connection):
-    """(DataFrame, view of the records, numeric flags, CSV files read, examples function)."""
+    """(DataFrame, view of the records, column kinds, CSV files read, examples function)."""
     csv_files = None
     if type(source).__module__.startswith("pyspark"):
         df = source
@@ -421,11 +427,11 @@ def _spark_records(source, grid: Grid, connection):
     else:
         raise TypeError(f"the Spark engine reads Spark DataFrames, SQL and files, got {type(source).__name__}")
     _check_columns(df.columns, grid, "source")
-    numbers = ("ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType", "BooleanType")
-    numeric = {f.name: type(f.dataType).__name__ in numbers for f in df.schema.fields}
+    exact = ("ByteType", "ShortType", "IntegerType", "LongType", "DecimalType", "BooleanType")
+    kinds = {f.name: _column_kind(type(f.dataType).__name__, exact, ("FloatType", "DoubleType")) for f in df.schema.fields}
     view = f"records_{id(df)}"
     df.createOrReplaceTempView(view)
-    binning = _query(grid, SPARK, numeric, view)
+    binning = _query(grid, SPARK, kinds, view)
 
     def examples(a: int, codes: tuple[int, ...]) -> list:
         column = SPARK.ident(grid.axes[a].column)
@@ -433,15 +439,15 @@ def _spark_records(source, grid: Grid, connection):
         found = df.sparkSession.sql(f"SELECT DISTINCT raw FROM ({query}) WHERE s{a} IN ({', '.join(map(str, codes))}) LIMIT {_EXAMPLES}").collect()
         return [r["raw"] for r in found]
 
-    return df, view, numeric, csv_files, examples
+    return df, view, kinds, csv_files, examples
 
 
 def spark_groups(source, grid: Grid, connection=None, progress=None):
     """The same binning as a Spark job; only the grouped counts are collected."""
-    df, view, numeric, csv_files, examples = _spark_records(source, grid, connection)
+    df, view, kinds, csv_files, examples = _spark_records(source, grid, connection)
     d = len(grid.axes)
     keys = [f"s{a}" for a in range(d)] + [f"c{a}" for a in range(d)]
-    counted = _query(grid, SPARK, numeric, view, distinct=_few_values(grid))
+    counted = _query(grid, SPARK, kinds, view, distinct=_few_values(grid))
     rows = df.sparkSession.sql(f"SELECT {', '.join(keys)}, sum(n) AS n FROM ({counted}) GROUP BY {', '.join(keys)}").collect()
     groups = np.array([[int(r[k]) for k in keys] + [int(r["n"])] for r in rows], dtype=np.int64).reshape(-1, 2 * d + 1)
     return _with_skipped_lines(groups, grid, csv_files), examples
@@ -450,8 +456,8 @@ def spark_groups(source, grid: Grid, connection=None, progress=None):
 def spark_marginals(source, grid: Grid, subsets, connection=None, progress=None):
     """The account of the records and the marginals ``subsets`` in one Spark job; only the
     grouped counts are collected."""
-    df, view, numeric, csv_files, examples = _spark_records(source, grid, connection)
-    rows = df.sparkSession.sql(_marginal_query(grid, SPARK, numeric, view, subsets)).collect()
+    df, view, kinds, csv_files, examples = _spark_records(source, grid, connection)
+    rows = df.sparkSession.sql(_marginal_query(grid, SPARK, kinds, view, subsets)).collect()
     columns = [np.array([r[k] for r in rows], dtype=np.int64) for k in ("g", "skey", "ckey", "n")]
     groups, tables = _marginal_tables(*columns, grid, subsets)
     return _with_skipped_lines(groups, grid, csv_files), tables, examples

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from .._graph import signed_incidence
 from .._operator import LinearMap
-from .._validation import check_index_array, check_shape
+from .._validation import MAX_DOMAIN_CELLS, check_index_array, check_shape
 
 #: Default cap on dense arrays built on request (entries), 512 MB of float64.
 MAX_DENSE_ENTRIES = 2**26
@@ -70,7 +70,7 @@ class Workload(LinearMap):
     structured_gram: bool = False
 
     def __init__(self, domain, num_queries: int, name: str):
-        self.domain = check_shape(domain, "domain")
+        self.domain = check_shape(domain, "domain", MAX_DOMAIN_CELLS)  # constructors that build K-sized arrays check K themselves
         self.name = name
         super().__init__((int(num_queries), math.prod(self.domain)))
 

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from .._digest import digest
 from .._grid import offset_pairs, positive_offsets, strides
-from .._validation import as_array, check_index_array, check_real_array, check_shape
+from .._validation import MAX_DOMAIN_CELLS, as_array, check_index_array, check_real_array, check_shape
 from .base import CHUNK_ENTRIES, Workload, as_block, check_norm
 
 #: Cap on non-zeros of sparse forms built on request.
@@ -69,7 +69,7 @@ class Boxes(Workload):
     """
 
     def __init__(self, domain, lo, hi, name: str | None = None, weights=None):
-        domain = check_shape(domain, "domain")
+        domain = check_shape(domain, "domain", MAX_DOMAIN_CELLS)  # boxes are listed by corners, not cells
         if lo is None and hi is None and weights is None:  # one box per cell: valid by construction
             self._init_trusted(domain, math.prod(domain), None, None, None, name or f"cells({domain})")
             self._counts["l1"] = np.broadcast_to(np.int64(1), (self.size,))  # all ones, held once

@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 
 from .._grid import shape_label as _fmt
-from .._validation import check_int, check_shape
+from .._validation import MAX_DOMAIN_CELLS, check_int, check_shape
 from .boxes import Boxes
 
 __all__ = ["Marginals", "MarginalCounts", "marginals", "all_marginals"]
@@ -22,7 +22,7 @@ class Marginals(Boxes):
     given; each marginal's rows run over its attributes' values in row-major order of that tuple)."""
 
     def __init__(self, shape, subsets, name: str | None = None):
-        shape = check_shape(shape, "shape")
+        shape = check_shape(shape, "shape", MAX_DOMAIN_CELLS)
         d = len(shape)
         subsets = [tuple(s) for s in subsets]
         if not subsets:
@@ -56,7 +56,7 @@ def marginals(shape, axes=None) -> Marginals:
     >>> marginals((2, 3), [(0,), (1,)]).shape
     (5, 6)
     """
-    shape = check_shape(shape, "shape")
+    shape = check_shape(shape, "shape", MAX_DOMAIN_CELLS)
     if axes is None:
         subsets = [(i,) for i in range(len(shape))]
     elif isinstance(axes, tuple) and all(isinstance(a, numbers.Integral) for a in axes):
@@ -76,7 +76,7 @@ def all_marginals(shape, order: int) -> Marginals:
     >>> all_marginals((2, 3, 4), 2).shape
     (26, 24)
     """
-    shape = check_shape(shape, "shape")
+    shape = check_shape(shape, "shape", MAX_DOMAIN_CELLS)
     order = check_int(order, "order", minimum=0)
     if order > len(shape):
         raise ValueError(f"order must be at most the number of attributes {len(shape)}, got {order}")
@@ -96,7 +96,7 @@ class MarginalCounts:
     """
 
     def __init__(self, shape, tables: dict):
-        shape = check_shape(shape, "shape")
+        shape = check_shape(shape, "shape", MAX_DOMAIN_CELLS)
         if not isinstance(tables, dict) or not tables:
             raise TypeError("tables must be a non-empty dict mapping attribute tuples to count arrays")
         held: dict[tuple[int, ...], np.ndarray] = {}
