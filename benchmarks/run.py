@@ -48,6 +48,7 @@ SCRIPTS: dict[str, tuple[list[str], bool]] = {
     "bench_cold_path": (["--repeats", "3"], False),
     "bench_io": (["--records", "1000000"], False),
     "bench_marginals": (["--records", "1000000"], False),
+    "bench_large_marginals": ([], False),
     "marginals_report": ([], False),
     "bench_datadependent": (["--repeat", "1"], True),
     "bench_spatial": (["--shapes", "128", "--mechanisms", "hb", "quadtree", "ugrid"], True),
