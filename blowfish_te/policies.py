@@ -748,13 +748,16 @@ class PolicySpec:
     def build(self, shape) -> Policy:
         """The policy on a domain of ``shape`` (an int for 1-D)."""
         try:
-            shape = check_shape(shape, "shape")
+            shape = check_shape(shape, "shape", MAX_DOMAIN_CELLS)  # each constructor checks what it lists
         except (TypeError, ValueError) as err:
             raise SpecError(f"policy {self.text!r}: {err}") from None
         family = SPEC_KINDS[self.kind]
         if family.ndim is not None and len(shape) != family.ndim:
             raise SpecError(f"policy {self.text!r} needs a 1-D domain, got shape {shape}; {family.otherwise}")
-        return family.build(shape, self.theta)
+        try:
+            return family.build(shape, self.theta)
+        except ValueError as err:
+            raise SpecError(f"policy {self.text!r}: {err}") from None
 
 
 def from_spec(spec: str, shape) -> Policy:

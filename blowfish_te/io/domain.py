@@ -167,6 +167,10 @@ def _parse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if values.dtype.kind == "f":
         v = values.astype(np.float64)
         return v, np.isnan(v)
+    if values.dtype.kind == "O" and values.size and set(map(type, values.ravel())) <= {bool, np.bool_, type(None)}:
+        # booleans with nulls (a nullable boolean column): numbers, as DuckDB reads them
+        missing = np.array([x is None for x in values.ravel()]).reshape(values.shape)
+        return np.array([0.0 if x is None else float(x) for x in values.ravel()]).reshape(values.shape), missing
     uniques, inverse = _unique_texts(values)
     parsed = np.full(len(uniques), np.nan)
     blank = np.zeros(len(uniques), dtype=bool)

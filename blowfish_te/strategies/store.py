@@ -122,8 +122,11 @@ def choice_key(chooser, workload, policy, route: str) -> str | None:
     than :data:`MAX_FINGERPRINT_EDGES` edges has none here)."""
     from .. import __version__
 
-    workload_print, policy_print = workload.fingerprint(), _policy_print(policy)
-    if workload_print is None or policy_print is None:
+    policy_print = _policy_print(policy)
+    if policy_print is None:
+        return None  # before the workload's print, which may cost its rows (marginals make their corners)
+    workload_print = workload.fingerprint()
+    if workload_print is None:
         return None
     params = tuple(sorted((name, repr(value)) for name, value in chooser.get_params().items()))
     return digest("choice", __version__, REVISION, chooser.name, params, tuple(chooser.compared()), workload_print,

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._grid import shape_label as _fmt
-from .._validation import as_array, check_int, check_shape, check_size
+from .._validation import MAX_DOMAIN_CELLS, as_array, check_int, check_shape, check_size
 from ..errors import SpecError
 from ..noise import RNGLike, check_rng
 from .all_ranges import AllRanges
@@ -261,9 +261,10 @@ def from_spec(spec, shape, seed: int = 0) -> Workload:
 
 
 def _built(kind: str, shape, build) -> Workload:
-    """``build(shape)`` for a checked shape, its errors as :class:`SpecError`."""
+    """``build(shape)`` for a checked shape (marginals: up to :data:`MAX_DOMAIN_CELLS`), its errors as
+    :class:`SpecError`."""
     try:
-        return build(check_shape(shape, "shape"))
+        return build(check_shape(shape, "shape", MAX_DOMAIN_CELLS))
     except (TypeError, ValueError) as err:
         raise SpecError(f"workload {kind!r}: {err}") from None
 

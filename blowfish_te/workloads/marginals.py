@@ -6,10 +6,12 @@ keep the product structure (:mod:`blowfish_te.strategies.marginals`) can read th
 from __future__ import annotations
 
 import itertools
+import math
 import numbers
 
 import numpy as np
 
+from .._digest import digest
 from .._grid import shape_label as _fmt
 from .._validation import MAX_DOMAIN_CELLS, check_int, check_shape
 from .boxes import Boxes
@@ -19,7 +21,9 @@ __all__ = ["Marginals", "MarginalCounts", "marginals", "all_marginals"]
 
 class Marginals(Boxes):
     """Boxes that are the marginals on ``subsets`` (tuples of attribute indices, in the order
-    given; each marginal's rows run over its attributes' values in row-major order of that tuple)."""
+    given; each marginal's rows run over its attributes' values in row-major order of that tuple).
+    Held as their sets only: the (m, d) corners are made when a caller asks for them, so a
+    workload of marginals over 10¹² cells costs its sets, not its m·d corners."""
 
     def __init__(self, shape, subsets, name: str | None = None):
         shape = check_shape(shape, "shape", MAX_DOMAIN_CELLS)
@@ -27,23 +31,40 @@ class Marginals(Boxes):
         subsets = [tuple(s) for s in subsets]
         if not subsets:
             raise ValueError("axes must name at least one marginal")
-        los, his = [], []
         for subset in subsets:
             for a in subset:
                 if isinstance(a, (bool, np.bool_)) or not isinstance(a, numbers.Integral) or not 0 <= a < d:
                     raise ValueError(f"axes entries must be attribute indices in [0, {d - 1}], got {a!r} in {subset!r}")
             if len(set(subset)) != len(subset):
                 raise ValueError(f"marginal {subset!r} repeats an attribute")
-            values = np.array(list(itertools.product(*[range(shape[a]) for a in subset])), dtype=np.int64)
-            count = values.shape[0] if subset else 1
+        self.subsets = tuple(tuple(int(a) for a in s) for s in subsets)
+        count = sum(math.prod(shape[a] for a in s) for s in self.subsets)
+        self._init_trusted(shape, count, None, None, None, name or f"marginals({_fmt(shape)}, {subsets})")
+
+    def _made_corners(self) -> tuple[np.ndarray, np.ndarray]:
+        """The boxes' corners: per marginal, one box per value combination of its attributes
+        (fixed there, the whole axis elsewhere)."""
+        d = len(self.domain)
+        los, his = [], []
+        for subset in self.subsets:
+            count = math.prod(self.domain[a] for a in subset)
             lo = np.zeros((count, d), dtype=np.int64)
-            hi = np.tile(np.array(shape, dtype=np.int64) - 1, (count, 1))
-            for j, a in enumerate(subset):
-                lo[:, a] = hi[:, a] = values[:, j]
+            hi = np.tile(np.array(self.domain, dtype=np.int64) - 1, (count, 1))
+            if subset:
+                values = np.indices([self.domain[a] for a in subset]).reshape(len(subset), -1)
+                for j, a in enumerate(subset):
+                    lo[:, a] = hi[:, a] = values[j]
             los.append(lo)
             his.append(hi)
-        self.subsets = tuple(tuple(int(a) for a in s) for s in subsets)
-        super().__init__(shape, np.concatenate(los), np.concatenate(his), name=name or f"marginals({_fmt(shape)}, {subsets})")
+        lo, hi = np.concatenate(los), np.concatenate(his)
+        lo.flags.writeable = False
+        hi.flags.writeable = False
+        return lo, hi
+
+    def fingerprint(self) -> str:
+        """Digest of the domain and the corners, as for any boxes (the corners are made for it)."""
+        lo, hi = self._made_corners()
+        return digest("boxes", self.domain, lo, hi, "ones")
 
 
 def marginals(shape, axes=None) -> Marginals:
