@@ -190,6 +190,24 @@ def test_run_counts_a_glob_and_a_folder_of_records_like_their_files(tmp_path):
     assert code == 1 and "need --column" in output
 
 
+def test_run_releases_marginals_of_a_trillion_cell_grid_and_refuses_what_needs_its_histogram(tmp_path):
+    """Six columns of 100 values: 10¹² cells, past any histogram. Marginals are planned, counted
+    and released; a workload or a mechanism that needs the histogram is refused by name."""
+    columns = [f"a{i}" for i in range(6)]
+    rows = [",".join(str((7 * r + 13 * i) % 100) for i in range(6)) for r in range(50)]
+    _records(tmp_path, "wide.csv", rows, header=",".join(columns))
+    axes = [arg for c in columns for arg in ("--column", c, "--lower", "0", "--upper", "99")]
+    code, out, _ = _release(["wide.csv", *axes, "--policy", "attribute", "--workload", "marginals:2", "--mechanism", "auto"],
+                            tmp_path)
+    assert code == 0 and len(out["answers"]) == 15 * 100**2
+    assert out["plan"]["workload"] == "all 2-way marginals((100, 100, 100, 100, 100, 100))"
+    for extra, named in ((["--policy", "unbounded", "--workload", "identity"], "workload 'identity'"),
+                         (["--policy", "unbounded", "--workload", "marginals:2", "--mechanism", "identity"], "2147483648"),
+                         (["--policy", "complete", "--workload", "marginals:2"], "policy 'complete'")):
+        code, _, output = _release(["wide.csv", *axes, *extra], tmp_path)
+        assert code == 1 and named in output and "Traceback" not in output
+
+
 def test_run_counts_category_and_real_columns_with_levels_and_bins(tmp_path):
     _records(tmp_path, "people.csv", ["3,NY,10.5", "5,SF,20", "3,LA,99.5", "4,NY,50"])
     code, out, _ = _release(["people.csv", "--column", "city", "--levels", "city=NY,SF,LA", "--column", "income",
