@@ -15,8 +15,9 @@ import numpy as np
 #: (analytic errors, AHP's costs) must stay inside float64 range. No privacy analysis needs more.
 MIN_EPSILON, MAX_EPSILON = 1e-100, 1e100
 
-#: Most cells a domain may have: an int64 histogram of 2**31 cells takes 16 GiB, and keys
-#: u·(K + 1) + v of cell pairs stay exact in int64.
+#: Most cells a domain may have where arrays of its size are built (histograms, strategies over
+#: cells, listed edges): an int64 histogram of 2**31 cells takes 16 GiB, and keys u·(K + 1) + v
+#: of cell pairs stay exact in int64.
 MAX_CELLS = 2**31
 #: Most cells a domain described without arrays of its size may have (marginal workloads, and
 #: policies whose edges are offsets or ⊥): flat cell indices and K + 1 stay exact in int64.
