@@ -420,20 +420,32 @@ def optimize_weights(shape, workload_subsets, moves: Moves, max_cells: int = MAX
 
     def solve(w):
         from scipy.optimize import minimize  # heavy: loaded when marginal weights are optimised
-        from threadpoolctl import threadpool_limits
 
-        # L-BFGS-B's steps are BLAS calls on vectors of a few thousand weights: threads cost more
-        # than they bring, and on a busy machine they wait on each other (all 2-way marginals over
-        # twelve attributes under the attribute policy: 3.7 s on one thread, 77 s on two cores
-        # with one of them taken)
-        with threadpool_limits(limits=1, user_api="blas"):
-            for p in steps:
-                result = minimize(objective, w, args=(p,), jac=True, method="L-BFGS-B",
-                                  bounds=[(0.0, None)] * len(candidates), options={"maxiter": 500})
-                if np.isfinite(result.fun):
-                    w = result.x
+        for p in steps:
+            result = minimize(objective, w, args=(p,), jac=True, method="L-BFGS-B",
+                              bounds=[(0.0, None)] * len(candidates), options={"maxiter": 500})
+            if np.isfinite(result.fun):
+                w = result.x
         return w
 
+    from threadpoolctl import threadpool_limits
+
+    # L-BFGS-B's steps are BLAS calls on vectors of a few thousand weights: threads cost more than
+    # they bring, and on a busy machine they wait on each other (all 2-way marginals over twelve
+    # attributes under the attribute policy: 3.7 s on one thread, 77 s on two cores with one of
+    # them taken). The limit is set once: finding the BLAS libraries takes milliseconds.
+    with threadpool_limits(limits=1, user_api="blas"):
+        best_w = _searched(candidates, workload_subsets, exact_value, solve, restarts, rng)
+    chosen = MarginalStrategy(shape, *_kept(candidates, best_w, d), exact) if best_w is not None else None
+    if chosen is None or _score(own, workload_subsets, moves) <= _score(chosen, workload_subsets, moves):
+        return own
+    return chosen
+
+
+def _searched(candidates, workload_subsets, exact_value, solve, restarts: int, rng) -> np.ndarray | None:
+    """The best weights over ``candidates`` that :func:`optimize_weights`'s ``solve`` finds from
+    several starts, then with single sets added while one helps; None when no start can answer
+    the workload."""
     # zero weights are local minima (a set's cost grows linearly, its information quadratically),
     # so start from several supports: the workload's own sets, every level of the lattice, all
     # sets, random weights; then add the single set that helps most while one does
@@ -473,10 +485,7 @@ def optimize_weights(shape, workload_subsets, moves: Moves, max_cells: int = MAX
         if not found or min(found, key=lambda f: f[0])[0] >= best_value * (1 - 1e-6):
             break
         best_value, _, best_w = min(found, key=lambda f: f[0])
-    chosen = MarginalStrategy(shape, *_kept(candidates, best_w, d), exact) if best_w is not None else None
-    if chosen is None or _score(own, workload_subsets, moves) <= _score(chosen, workload_subsets, moves):
-        return own
-    return chosen
+    return best_w
 
 
 def _score(strategy: MarginalStrategy, workload_subsets, moves: Moves) -> float:
