@@ -457,11 +457,13 @@ class Policy:
         """The policy as a ``networkx.Graph`` on cells 0..K-1 (and BOTTOM)."""
         import networkx as nx
 
+        if self.size > MAX_LISTED_EDGES:
+            raise ValueError(f"{self._name} has {self.size} cells, too many for a networkx graph (limit {MAX_LISTED_EDGES})")
+        e = self.edges  # refused before any node is added when there are too many edges to list
         g = nx.Graph()
         g.add_nodes_from(range(self.size))
         if self._has_bottom:
             g.add_node(BOTTOM)
-        e = self.edges
         g.add_edges_from((int(a), BOTTOM if b == self.size else int(b)) for a, b in e)
         return g
 

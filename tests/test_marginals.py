@@ -337,6 +337,12 @@ def test_beyond_a_histogram_only_implicit_structures_are_built():
         wl.marginals((2,) * 63, [(0,)])
     with pytest.raises(ValueError, match="more than the 2147483648 allowed where arrays"):
         plan(wl.all_marginals(shape, 2), policies.unbounded(shape), 1.0, "identity")
+    with pytest.raises(ValueError, match="2147483648"):
+        wl.Boxes(shape, None, None)  # a box per cell
+    for policy in (policies.unbounded(shape), policies.attribute(shape)):
+        for listing in (lambda p=policy: p.edges, policy.adjacency, policy.incidence, policy.to_networkx):
+            with pytest.raises(ValueError, match="too many"):
+                listing()
 
 
 def test_marginal_workloads_by_spec():

@@ -71,6 +71,7 @@ class Boxes(Workload):
     def __init__(self, domain, lo, hi, name: str | None = None, weights=None):
         domain = check_shape(domain, "domain", MAX_DOMAIN_CELLS)  # boxes are listed by corners, not cells
         if lo is None and hi is None and weights is None:  # one box per cell: valid by construction
+            check_shape(domain, "domain")  # ... and a box per cell is an array of the domain's size
             self._init_trusted(domain, math.prod(domain), None, None, None, name or f"cells({domain})")
             self._counts["l1"] = np.broadcast_to(np.int64(1), (self.size,))  # all ones, held once
             self._cells = True  # W = I: products copy their argument
