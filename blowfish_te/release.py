@@ -9,7 +9,7 @@ data-independent; :meth:`Plan.release <blowfish_te.routes.Plan.release>` execute
 
 from __future__ import annotations
 
-from ._validation import check_epsilon
+from ._validation import MAX_CELLS, check_epsilon
 from .mechanisms import get_mechanism
 from .noise import RNGLike
 from .policies import Policy
@@ -45,7 +45,12 @@ def make_plan(workload, policy: Policy, epsilon: float, mechanism="identity", ro
         from .constraints.inference import plan_constrained  # loaded only for releases under constraints
 
         return plan_constrained(workload, policy, epsilon, constraints, mech, moves, records=records)
-    return plan_routes(workload, policy, epsilon, mech, route, tree)
+    planned = plan_routes(workload, policy, epsilon, mech, route, tree)
+    if policy.size > MAX_CELLS and planned.marginals_read() is None:
+        raise ValueError(f"mechanism {mech.name!r} releases from the histogram, which would have {policy.size} cells "
+                         f"(more than the {MAX_CELLS} allowed where arrays of the domain's size are built); on this "
+                         "domain use one that reads marginal counts: marginals, marginals_optimized or auto")
+    return planned
 
 
 def answer(

@@ -203,7 +203,9 @@ def test_run_releases_marginals_of_a_trillion_cell_grid_and_refuses_what_needs_i
     assert out["plan"]["workload"] == "all 2-way marginals((100, 100, 100, 100, 100, 100))"
     for extra, named in ((["--policy", "unbounded", "--workload", "identity"], "workload 'identity'"),
                          (["--policy", "unbounded", "--workload", "marginals:2", "--mechanism", "identity"], "2147483648"),
-                         (["--policy", "complete", "--workload", "marginals:2"], "policy 'complete'")):
+                         (["--policy", "complete", "--workload", "marginals:2"], "policy 'complete'"),
+                         (["--policy", "unbounded", "--workload", "marginals:2", "--mechanism", "laplace"],
+                          "releases from the histogram")):
         code, _, output = _release(["wide.csv", *axes, *extra], tmp_path)
         assert code == 1 and named in output and "Traceback" not in output
 

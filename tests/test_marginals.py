@@ -363,6 +363,9 @@ def test_beyond_a_histogram_only_implicit_structures_are_built():
         plan(wl.all_marginals(shape, 2), policies.unbounded(shape), 1.0, "identity")
     with pytest.raises(ValueError, match="2147483648"):
         wl.Boxes(shape, None, None)  # a box per cell
+    # a mechanism that would release from the histogram is refused when planned, before any record is read
+    with pytest.raises(ValueError, match="mechanism 'laplace' releases from the histogram"):
+        plan(wl.all_marginals(shape, 2), policies.unbounded(shape), 1.0, "laplace")
     for policy in (policies.unbounded(shape), policies.attribute(shape)):
         for listing in (lambda p=policy: p.edges, policy.adjacency, policy.incidence, policy.to_networkx):
             with pytest.raises(ValueError, match="too many"):
