@@ -352,6 +352,10 @@ def test_beyond_a_histogram_only_implicit_structures_are_built():
     shape = (100,) * 6  # 10¹² cells
     assert MAX_CELLS < 10**12 <= MAX_DOMAIN_CELLS
     assert wl.all_marginals(shape, 2).num_queries == 15 * 100**2
+    small = wl.marginals((3, 4, 2), [(2, 0), ()])  # corners made on request, row-major over each tuple, then held
+    assert small._lo is None
+    assert small.lo.tolist() == [[0, 0, 0], [1, 0, 0], [2, 0, 0], [0, 0, 1], [1, 0, 1], [2, 0, 1], [0, 0, 0]]
+    assert small.hi.tolist()[0] == [0, 3, 0] and small.hi.tolist()[-1] == [2, 3, 1] and small.lo is small.lo
     assert policies.unbounded(shape).size == policies.attribute(shape).size == policies.grid(shape).size == 10**12
     for build in (lambda: wl.identity(shape), lambda: wl.prefix(10**12), lambda: policies.complete(shape),
                   lambda: policies.grid(shape, theta=600), lambda: policies.line(10**12)):

@@ -43,7 +43,7 @@ class Marginals(Boxes):
 
     def _made_corners(self) -> tuple[np.ndarray, np.ndarray]:
         """The boxes' corners: per marginal, one box per value combination of its attributes
-        (fixed there, the whole axis elsewhere)."""
+        (fixed there, the whole axis elsewhere); made on the first request, then held."""
         d = len(self.domain)
         los, his = [], []
         for subset in self.subsets:
@@ -59,12 +59,12 @@ class Marginals(Boxes):
         lo, hi = np.concatenate(los), np.concatenate(his)
         lo.flags.writeable = False
         hi.flags.writeable = False
+        self._lo, self._hi = lo, hi  # Boxes reads held corners from now on
         return lo, hi
 
     def fingerprint(self) -> str:
         """Digest of the domain and the corners, as for any boxes (the corners are made for it)."""
-        lo, hi = self._made_corners()
-        return digest("boxes", self.domain, lo, hi, "ones")
+        return digest("boxes", self.domain, self.lo, self.hi, "ones")
 
 
 def marginals(shape, axes=None) -> Marginals:
