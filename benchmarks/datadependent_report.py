@@ -25,9 +25,11 @@ noise-free partition's at the same price.
 ``--export-cells DIR`` writes the cells (``cells.json``, each histogram as ``.npy``, the
 rectangles as ``rects128.npz``) for running DPComp on the same data outside this repository;
 ``--dpcomp`` reads that run's per-trial results (JSON list or JSON lines of ``{cell, algorithm,
-seed, rmse}``); ``--dpcomp-exclude`` leaves the named algorithms out of DPComp's best, e.g. its
-DAWA, whose partition is not ε₁-DP (docs/theory.md, "Where DPComp's DAWA partition is not
-ε₁-DP"), and the variants that read the true record total. ``--results FILE`` keeps every trial;
+seed, rmse}``); ``--dpcomp-exclude`` names the algorithms left out of DPComp's best; by default those
+whose releases are not ε-DP as published (:data:`DPCOMP_NOT_PRIVATE`): its DAWA, whose partition
+is not ε₁-DP, its EFPA, which releases Fourier phases exactly (docs/theory.md, "Where DPComp's
+DAWA partition is not ε₁-DP" and "Where DPComp's EFPA is not ε-DP"), and the variants that read
+the true record total. ``--results FILE`` keeps every trial;
 ``--from-results FILE`` prints the summary of such a file without running anything.
 """
 
@@ -191,6 +193,19 @@ def measure_cell(job) -> dict:
     return out
 
 
+#: DPComp algorithms whose releases are not ε-DP as published, left out of DPComp's best unless
+#: ``--dpcomp-exclude`` says otherwise (the arguments are in docs/theory.md).
+DPCOMP_NOT_PRIVATE = {
+    "DAWA": "its partition scores single cells without noise and clips the other scores",
+    "DAWA_r0.25": "the same partition as DAWA",
+    "DAWA_r0.5": "the same partition as DAWA",
+    "EFPA": "it releases the phases of its kept Fourier coefficients exactly",
+    "MWEM": "it reads the true record total",
+    "MWEM*": "it reads the true record total",
+    "AHP*": "it reads the true record total",
+}
+
+
 def read_dpcomp(path, exclude=()) -> dict[str, tuple[str, float]]:
     """{cell: (algorithm, mean RMSE)} of DPComp's best algorithm per cell, the algorithms named in
     ``exclude`` left out."""
@@ -296,7 +311,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("BLOWFISH_TE_DATA"))
     parser.add_argument("--dpcomp", default=None, help="DPComp's per-trial results on the exported cells")
-    parser.add_argument("--dpcomp-exclude", default="", help="comma list of DPComp algorithms left out of its best")
+    parser.add_argument("--dpcomp-exclude", default=",".join(DPCOMP_NOT_PRIVATE),
+                        help="comma list of DPComp algorithms left out of its best (default: those not ε-DP as "
+                             "published; give '' to count every one)")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", default="1d,2d")
@@ -306,7 +323,11 @@ def main() -> None:
     parser.add_argument("--from-results", type=pathlib.Path, default=None, help="summarise a --results file, run nothing")
     add_options(parser)
     args = parser.parse_args()
-    dpcomp = read_dpcomp(args.dpcomp, set(filter(None, args.dpcomp_exclude.split(",")))) if args.dpcomp else None
+    excluded = sorted(filter(None, args.dpcomp_exclude.split(",")))
+    dpcomp = read_dpcomp(args.dpcomp, set(excluded)) if args.dpcomp else None
+    if dpcomp is not None and excluded:
+        print("DPComp's best leaves out: " + "; ".join(f"{name} ({DPCOMP_NOT_PRIVATE.get(name, 'by request')})"
+                                                       for name in excluded))
     if args.from_results:
         summarise(json.loads(args.from_results.read_text()), dpcomp, Recorder(args.json))
         return
