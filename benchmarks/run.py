@@ -50,6 +50,7 @@ SCRIPTS: dict[str, tuple[list[str], bool]] = {
     "bench_marginals": (["--records", "1000000"], False),
     "bench_large_marginals": ([], False),
     "marginals_report": ([], False),
+    "marginal_candidates": (["--quick"], False),
     "bench_datadependent": (["--repeat", "1"], True),
     "bench_spatial": (["--shapes", "128", "--mechanisms", "hb", "quadtree", "ugrid"], True),
     "accuracy_spatial": (["--side", "64", "--seeds", "2", "--mechanisms", "hb", "agrid"], True),

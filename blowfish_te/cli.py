@@ -528,8 +528,8 @@ def list_datasets(data_dir):
 @click.option("--only", "names", multiple=True, help="A standard workload by name (repeatable; default all).")
 @click.option("--list", "list_only", is_flag=True, help="List the standard workloads and where each is stored; build nothing.")
 def strategies(out_dir, names, list_only):
-    """Optimise the standard workloads' strategies once (prefixes and all ranges over 2^8..2^12
-    cells, DPBench's rectangles over 64x64 and 128x128; up to ~100 s each) and plan `auto` for
+    """Optimise the standard workloads' strategies once (histograms, prefixes and all ranges over
+    2^8..2^12 cells, DPBench's rectangles over 64x64, 128x128 and 256x256; up to ~100 s each) and plan `auto` for
     each under unbounded DP and line (1-D) or grid:1 (2-D), so that `optimized` and `auto` use
     them at once in every later run, at any epsilon."""
     from .mechanisms import Auto, Optimized

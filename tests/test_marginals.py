@@ -341,7 +341,7 @@ def test_a_large_domain_is_planned_counted_and_released_without_its_grid(attribu
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 200 * 2**20  # far from the 8 bytes per cell of the grid
-    assert f"skipped on {cells} cells" in chosen["unbounded"].reason
+    assert "skipped for marginals" in chosen["unbounded"].reason
 
 
 def test_beyond_a_histogram_only_implicit_structures_are_built():
@@ -440,7 +440,7 @@ def test_the_cli_counts_only_the_marginals_a_plan_reads(tmp_path):
 def test_auto_answers_marginals_of_a_large_grid_with_strategies_over_marginals():
     shape = (50, 40, 30, 20)  # 1.2·10⁶ cells: strategies over cells would plan for minutes, for 10³ times the error
     chosen = plan(wl.marginals(shape, [(0, 1), (2, 3)]), policies.attribute(shape), 1.0, "auto")
-    assert "skipped on 1200000 cells" in chosen.reason and "greedyh" in chosen.reason
+    assert "skipped for marginals" in chosen.reason and "greedyh" in chosen.reason
     assert {c.mechanism.name for c in chosen.considered} == {"laplace", "marginals", "marginals_optimized"}
     assert all(c.route == "exact" for c in chosen.considered)
     # each record moves in one attribute, so in one of the two marginals: Δ = 2, and the disclosed

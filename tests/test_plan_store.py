@@ -147,7 +147,8 @@ def test_a_plan_refuses_a_share_outside_zero_and_one():
             mech._plan(policy, 1.0, None, share)
 
 
-@pytest.mark.parametrize("name", ["prefix:256", "all_ranges:512", "dpbench_ranges:2000@64x64"])
+@pytest.mark.parametrize("name", ["identity:4096", "prefix:256", "all_ranges:512", "dpbench_ranges:2000@64x64",
+                                  "dpbench_ranges:2000@256x256"])
 def test_the_shipped_choices_of_the_standard_workloads_are_read_as_they_are(cache, monkeypatch, name):
     """Each standard workload's choice under each standard policy ships with the package and still
     reproduces its winner's error (a stale record would be planned again, and written)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import trees
 from .._validation import check_real
-from ..routes import LARGE_DOMAIN_CELLS, STRUCTURED_CELLS
+from ..routes import LARGE_DOMAIN_CELLS
 from ..workloads import Marginals, Workload, as_workload
 from .base import MECHANISMS, Mechanism, NativeMechanism, get_mechanism, mechanism_class
 
@@ -29,12 +29,20 @@ class Auto(Mechanism):
     strategy (``optimized``, see :class:`~blowfish_te.mechanisms.Optimized`) when its predicted
     optimisation time — a cost model of sizes, never a clock — is within ``budget`` seconds; a
     candidate that tunes its own plan (``ordered_hierarchical_tuned``) is held to the same budget.
-    On a domain too large for a histogram (over ``LARGE_DOMAIN_CELLS``), and for marginals over
-    more than ``STRUCTURED_CELLS`` (2¹⁶) cells, only mechanisms that need no array of its size are
-    compared (``handles_large_domain``): strategies over cells answer a marginal with error that
-    grows with the cells it sums, and their plans need work of the domain's size or of its edges'
-    (GreedyH asked for 23 GB under the attribute policy on a 1.2·10⁶-cell grid; the hierarchies
-    took 55–115 s, for 3,400–15,700 times the error of the marginal strategies). :func:`blowfish_te.plan`
+    On a domain too large for a histogram (over ``LARGE_DOMAIN_CELLS``), and for marginals at any
+    size, only mechanisms that need no array of the domain's size are compared
+    (``handles_large_domain``: the Laplace mechanism on the workload and the marginal strategies).
+    Strategies over cells answer a marginal with error that grows with the cells it sums, and their
+    plans need work of the domain's size or of its edges' (GreedyH asked for 23 GB under the
+    attribute policy on a 1.2·10⁶-cell grid; the hierarchies took 55–115 s, for 3,400–15,700 times
+    the error of the marginal strategies). Below that size they never won either: over 45 marginal
+    workloads of 8–16,384 cells (1- to 3-way, unbounded DP and the attribute policy) the best
+    strategy over cells was 1.00–74 times the best marginal strategy (equal on 13), while comparing
+    it took up to 210 s where the marginal strategies took 0.15–20 s
+    (``benchmarks/marginals_report.py``). Under the L2 sensitivity this is a theorem — the workload
+    is invariant under permuting the values of each attribute, so averaging a strategy's Gram
+    matrix over those permutations, which the error is convex in, gives a weighted marginal
+    strategy no worse —; under Laplace noise it is measured. :func:`blowfish_te.plan`
     with route ``"auto"`` weighs every route of every candidate and keeps the lowest analytic
     expected error; the release names the mechanism that ran and why. The choice is planned once
     per (workload, policy, route) and kept in the strategy store, then read at any ε
@@ -76,7 +84,8 @@ class Auto(Mechanism):
         joins when its predicted tuning time fits."""
         pairs, notes = [], []
         within = f"<= budget {self.budget:g} s"
-        large = workload.size > (STRUCTURED_CELLS if isinstance(workload, Marginals) else LARGE_DOMAIN_CELLS)
+        marginals = isinstance(workload, Marginals)
+        large = marginals or workload.size > LARGE_DOMAIN_CELLS
         too_large = []
         for name in self.compared():
             mech = get_mechanism(name)
@@ -92,6 +101,8 @@ class Auto(Mechanism):
             pairs.append((mech, route))
         if large:
             skipped = ", ".join(["optimized", *too_large])
+            if marginals:
+                return pairs, f"skipped for marginals (strategies over cells: never better on them, slow to plan): {skipped}"
             return pairs, f"skipped on {workload.size} cells (they work on arrays of the domain's size): {skipped}"
         optimizer = get_mechanism("optimized")
         exact = optimizer.predicted_seconds(workload, policy)
