@@ -35,11 +35,11 @@ class Auto(Mechanism):
     Strategies over cells answer a marginal with error that grows with the cells it sums, and their
     plans need work of the domain's size or of its edges' (GreedyH asked for 23 GB under the
     attribute policy on a 1.2·10⁶-cell grid; the hierarchies took 55–115 s, for 3,400–15,700 times
-    the error of the marginal strategies). Below that size they never won either: over 45 marginal
-    workloads of 8–16,384 cells (1- to 3-way, unbounded DP and the attribute policy) the best
-    strategy over cells was 1.00–74 times the best marginal strategy (equal on 13), while comparing
-    it took up to 210 s where the marginal strategies took 0.15–20 s
-    (``benchmarks/marginals_report.py``). Under the L2 sensitivity this is a theorem — the workload
+    the error of the marginal strategies). Below that size they never won either: over 54 marginal
+    workloads of 8–4,096 cells (1- to 3-way, unbounded DP and the attribute policy) the best
+    strategy over cells was 1.00–11.2 times the best marginal strategy (equal on 12), while
+    comparing them took up to 382 s where the marginal strategies took 0.12–1.1 s
+    (``benchmarks/marginal_candidates.py``). Under the L2 sensitivity this is a theorem — the workload
     is invariant under permuting the values of each attribute, so averaging a strategy's Gram
     matrix over those permutations, which the error is convex in, gives a weighted marginal
     strategy no worse —; under Laplace noise it is measured. :func:`blowfish_te.plan`
