@@ -171,7 +171,7 @@ class BudgetAccountant:
         return self.remaining
 
     def answer(
-        self, workload, x, epsilon: float, mechanism="identity", rng: RNGLike = None, route: str = "auto",
+        self, workload, x, epsilon: float, mechanism=None, rng: RNGLike = None, route: str = "auto",
         tree=None, label: str | None = None,
     ) -> Release:
         """:func:`blowfish_te.answer` under the accountant's policy, charged ε first.
@@ -267,7 +267,7 @@ class ParallelGroup:
         return acct.remaining
 
     def answer(
-        self, part, workload, x, epsilon: float, mechanism="identity", rng: RNGLike = None, route: str = "auto",
+        self, part, workload, x, epsilon: float, mechanism=None, rng: RNGLike = None, route: str = "auto",
         tree=None, label: str | None = None,
     ) -> Release:
         """:func:`blowfish_te.answer` on ``x`` = the histogram of the records of ``part`` only.

@@ -209,7 +209,9 @@ def _check_output(output: pathlib.Path | None) -> None:
 @click.argument("data")
 @click.option("--policy", "policy_spec", default="line", show_default=True, help=policies.spec_help() + ".")
 @click.option("--epsilon", required=True, type=click.FloatRange(min=0, min_open=True), help="Privacy budget ε.")
-@click.option("--mechanism", default="identity", show_default=True, help="A name from blowfish_te.mechanisms.MECHANISMS.")
+@click.option("--mechanism", default="auto", show_default=True,
+              help="A name from blowfish_te.mechanisms.MECHANISMS; auto: the data-independent strategy of lowest expected "
+                   "error for the workload and policy (the plan names it).")
 @click.option("--workload", "workload_spec", default="identity", show_default=True,
               help=workloads.spec_help() + "; M queries drawn with --workload-seed, k-way marginals.")
 @click.option("--ranges", "ranges_file", type=click.Path(exists=True, dir_okay=False),

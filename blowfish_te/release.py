@@ -20,7 +20,7 @@ from .workloads import as_workload
 __all__ = ["ROUTES", "Plan", "Release", "answer", "plan"]
 
 
-def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: str = "auto", tree=None, *,
+def plan(workload, policy: Policy, epsilon: float, mechanism=None, route: str = "auto", tree=None, *,
          constraints=None, moves: str = "any") -> Plan:
     """Decide how :func:`answer` releases ``workload`` under ``policy`` (data-independent): a
     :class:`Plan` to inspect (``summary()``) and execute (``release(x, rng)``). Plans are cached
@@ -29,13 +29,15 @@ def plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: 
     return make_plan(workload, policy, epsilon, mechanism, route, tree, constraints, moves)
 
 
-def make_plan(workload, policy: Policy, epsilon: float, mechanism="identity", route: str = "auto", tree=None,
+def make_plan(workload, policy: Policy, epsilon: float, mechanism=None, route: str = "auto", tree=None,
               constraints=None, moves: str = "any", records=None) -> Plan:
     """:func:`plan`, with ``records``: under constraints, the record ids whose records x holds
     (a part of a parallel composition, :mod:`blowfish_te.budget`)."""
     workload = as_workload(workload)
     check_compatible(workload, policy)
     epsilon = check_epsilon(epsilon)
+    if mechanism is None:  # the default: auto's choice, or identity where only a linear mechanism can serve
+        mechanism = "identity" if constraints is not None else "auto"
     mech = get_mechanism(mechanism)
     if not isinstance(route, str) or route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
@@ -58,7 +60,7 @@ def answer(
     x,
     policy: Policy,
     epsilon: float,
-    mechanism="identity",
+    mechanism=None,
     rng: RNGLike = None,
     route: str = "auto",
     tree=None,
@@ -74,9 +76,12 @@ def answer(
     x : array of K non-negative integer counts (flat or of the policy's shape)
     policy : Policy
     epsilon : float > 0
-    mechanism : a name in ``blowfish_te.mechanisms.MECHANISMS`` or a ``Mechanism`` instance
-        ``"identity"`` (Laplace on the cells; on x_G: "transformed + Laplace") or ``"laplace"``
-        (W x + Lap(Δ/ε), He et al. Thm 5.1).
+    mechanism : None (default), a name in ``blowfish_te.mechanisms.MECHANISMS`` or a ``Mechanism`` instance
+        None: ``"auto"``, the data-independent strategy of lowest analytic expected error for this
+        workload and policy (:class:`~blowfish_te.mechanisms.Auto`; the release names it), or
+        ``"identity"`` under ``constraints``, where only a linear mechanism has a known
+        sensitivity. ``"identity"`` is Laplace on the cells (on x_G: "transformed + Laplace"),
+        ``"laplace"`` W x + Lap(Δ/ε) (He et al. Thm 5.1).
     rng : None (default), numpy Generator, int seed or SecureRandom
         None: the secure path (:class:`blowfish_te.secure.SecureRandom`; linear mechanisms draw
         exact discrete Laplace for integer strategies, lattice Laplace otherwise; not

@@ -36,7 +36,7 @@ def _state(gen: np.random.Generator):
 def test_sequential_spends_add_and_the_remaining_budget_is_reported():
     acct = BudgetAccountant(1.0, policies.line(K))
     assert acct.spend(0.25, label="first") == pytest.approx(0.75)
-    acct.answer(W, X, 0.5, rng=0, label="prefix")
+    acct.answer(W, X, 0.5, rng=0, label="prefix", mechanism="identity")
     assert acct.spent == pytest.approx(0.75) and acct.remaining == pytest.approx(0.25)
     assert [(s.epsilon, s.label) for s in acct.history] == [(0.25, "first"), (0.5, "prefix")]
     assert acct.guarantee == "(0.75, line(8))-Blowfish private"
@@ -105,7 +105,7 @@ def test_malformed_releases_cost_nothing():
         (dict(rng=-1), "rng"),
         (dict(label=3), "label"),
     ]:
-        args = dict(workload=W, x=X, epsilon=0.5, rng=gen) | kwargs
+        args = dict(workload=W, x=X, epsilon=0.5, mechanism="identity", rng=gen) | kwargs
         with pytest.raises((TypeError, ValueError), match=words):
             acct.answer(**args)
     assert acct.spent == 0 and acct.history == () and _state(gen) == before
@@ -117,7 +117,7 @@ def test_parallel_group_charges_the_largest_part_not_the_sum():
     acct = BudgetAccountant(1.0, policies.line(K))
     acct.spend(0.2)
     group = acct.parallel({"north": range(0, 25), "south": range(25, 50)}, label="regions")
-    group.answer("north", W, X, 0.5, rng=1)
+    group.answer("north", W, X, 0.5, rng=1, mechanism="identity")
     group.answer("south", W, X, 0.5, rng=2)
     assert group.charge == pytest.approx(0.5) and acct.spent == pytest.approx(0.7)
     group.spend("south", 0.3)  # the south part now carries 0.8: the group charges 0.8
@@ -177,7 +177,7 @@ def test_a_part_sees_exactly_its_own_records():
     bounded = BudgetAccountant(5.0, policies.line(K)).parallel({"a": range(25), "b": range(25, 40)})
     with pytest.raises(ValueError, match="x holds 25 records but part 'b' has 15 record ids"):
         bounded.answer("b", W, X, 0.5, rng=0)
-    bounded.answer("a", W, X, 0.5, rng=0)
+    bounded.answer("a", W, X, 0.5, rng=0, mechanism="identity")
     unbounded = BudgetAccountant(5.0, policies.unbounded(K)).parallel({"a": range(30), "b": range(30, 40)})
     unbounded.answer("a", W, X, 0.5, rng=0)  # 25 of 30 individuals present
     with pytest.raises(ValueError, match="at most one record per id"):
@@ -233,7 +233,7 @@ def test_a_groups_charges_are_recorded_with_their_labels():
     group = acct.parallel({"north": range(25), "south": range(25, 50)}, label="regions")
     assert repr(group) == "<ParallelGroup regions: 2 disjoint parts, charge 0>"
     assert repr(acct.parallel([[100]])) == "<ParallelGroup: 1 disjoint parts, charge 0>"
-    group.answer("north", W, X, 0.5, rng=1, label="prefix")
+    group.answer("north", W, X, 0.5, rng=1, label="prefix", mechanism="identity")
     group.spend("south", 0.25, "vouched")
     assert acct.history == (bt.budget.Spend(0.5, "prefix", "regions", "north"), bt.budget.Spend(0.25, "vouched", "regions", "south"))
     assert repr(group) == "<ParallelGroup regions: 2 disjoint parts, charge 0.5>"
@@ -270,7 +270,7 @@ def test_a_parts_release_fits_the_public_counts_scoped_inside_it():
     assert group.label == "regions"
     x = np.zeros(k, int)
     x[[1, 2, 6]] = 1
-    assert group.answer("north", wl.prefix(k), x, 0.5, rng=0).public_counts == {"n-low": 1}
+    assert group.answer("north", wl.prefix(k), x, 0.5, rng=0, mechanism="identity").public_counts == {"n-low": 1}
     assert acct.history == (bt.budget.Spend(0.5, None, "regions", "north"),)
 
 

@@ -104,7 +104,7 @@ def test_strategies_lists_the_shipped_set_and_builds_into_a_folder(tmp_path):
     again = CliRunner().invoke(main, ["strategies", "--out", str(out), "--only", "prefix:256"])
     assert [line.split()[1] for line in again.output.splitlines()] == ["stored"] * 3 and sorted(out.iterdir()) == files
     bad = CliRunner().invoke(main, ["strategies", "--out", str(out), "--only", "prefix:7"])
-    assert bad.exit_code == 1 and bad.output.startswith("Error:") and "allowed: prefix:256" in bad.output
+    assert bad.exit_code == 1 and bad.output.startswith("Error:") and "allowed: identity:256, prefix:256" in bad.output
 
 
 def test_csv_cells_a_spreadsheet_would_run_are_escaped_and_numbers_kept():

@@ -508,7 +508,8 @@ def _invoke(*args):
 def test_cli_run_on_a_histogram_file(tmp_path):
     x = datasets.synthetic(64, 2000, rng=1)
     np.save(tmp_path / "x.npy", x)
-    result = _invoke("run", tmp_path / "x.npy", "--epsilon", 0.5, "--policy", "line", "--workload", "prefix", "--seed", 3)
+    result = _invoke("run", tmp_path / "x.npy", "--epsilon", 0.5, "--policy", "line", "--workload", "prefix", "--seed", 3,
+                     "--mechanism", "identity")
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert "discloses 1 component total(s) exactly" in result.stderr and out["component_totals"] == {"63": int(x.sum())}
@@ -517,7 +518,8 @@ def test_cli_run_on_a_histogram_file(tmp_path):
     assert len(out["answers"]) == 64 and out["answers"][-1] == truth[-1]  # n is public under line
     assert np.mean((np.array(out["answers"]) - truth) ** 2) < 20 * out["expected_mse"]
     np.savetxt(tmp_path / "x.csv", x, fmt="%d")
-    again = _invoke("run", tmp_path / "x.csv", "--epsilon", 0.5, "--policy", "line", "--workload", "prefix", "--seed", 3)
+    again = _invoke("run", tmp_path / "x.csv", "--epsilon", 0.5, "--policy", "line", "--workload", "prefix", "--seed", 3,
+                    "--mechanism", "identity")
     assert json.loads(again.stdout)["answers"] == out["answers"]
     result = _invoke("run", tmp_path / "x.npy", "--epsilon", 1, "--policy", "threshold:4", "--workload", "random_ranges:25",
                      "--seed", 0, "--format", "csv", "--output", tmp_path / "out.csv")

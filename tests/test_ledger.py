@@ -122,7 +122,7 @@ def test_run_plan_reads_no_record_and_draws_no_noise(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "records:" not in result.stderr and "spends: ε = 0.5" in result.stdout and "expected per-query error" in result.stdout
     result = _invoke("run", records, "--column", "age", "--lower", 0, "--upper", 99, "--epsilon", 0.5, "--workload", "prefix",
-                     "--plan", "--format", "json", "--output", tmp_path / "plan.json")
+                     "--mechanism", "identity", "--plan", "--format", "json", "--output", tmp_path / "plan.json")
     assert result.exit_code == 0, result.output
     planned = json.loads((tmp_path / "plan.json").read_text())
     assert planned["epsilon"] == 0.5 and planned["policy"] == "line(100)" and planned["route"] == "transform"
@@ -134,7 +134,7 @@ def test_a_release_shows_its_plan_first_and_carries_it(tmp_path):
     np.save(tmp_path / "x.npy", np.arange(16) % 5)
     result = _invoke("run", tmp_path / "x.npy", "--epsilon", 1, "--workload", "prefix", "--seed", 0)
     assert result.exit_code == 0, result.output
-    assert result.stderr.startswith("plan:\n  identity on prefix(16) under line(16) at ε = 1")
+    assert result.stderr.startswith("plan:\n  auto on prefix(16) under line(16) at ε = 1")  # the default, and its choice
     out = json.loads(result.stdout)
     assert out["plan"]["expected_mse"] == out["expected_mse"] and out["plan"]["route"] == out["route"]
     quiet = _invoke("run", tmp_path / "x.npy", "--epsilon", 1, "--workload", "prefix", "--seed", 0, "--quiet")

@@ -368,7 +368,7 @@ def test_caches_stay_bounded_when_policies_are_rebuilt():
     import tracemalloc
 
     w, x = wl.prefix(2048), np.ones(2048, int)
-    bt.answer(w, x, policies.line(2048), 1.0, rng=0)
+    bt.answer(w, x, policies.line(2048), 1.0, rng=0, mechanism="identity")
     gc.collect()
     tracemalloc.start()
     for seed in range(30):

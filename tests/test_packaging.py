@@ -57,7 +57,7 @@ def test_a_wheel_in_a_fresh_environment_runs_a_named_suite(tmp_path):
     assert meta["suite"] == "dpbench_1d_prefix" and (tmp_path / "out" / "results.csv").stat().st_size > 0
     # the optimised strategies of the standard workloads, and auto's choices for them, ship inside the wheel
     listed = _run(script, "strategies", "--list", cwd=tmp_path).stdout.splitlines()
-    assert len(listed) == 12 * 3 and all(line.split()[-1] == "shipped" for line in listed), listed
+    assert len(listed) == 18 * 3 and all(line.split()[-1] == "shipped" for line in listed), listed
 
 
 def test_a_source_checkout_finds_the_suites_folder(monkeypatch):

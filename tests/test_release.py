@@ -89,7 +89,7 @@ def test_same_seed_same_release_and_generators_are_accepted():
 
 def test_release_metadata():
     x = np.array([3, 4, 5, 6, 7])
-    release = answer(wl.identity(5), x, policies.partition([0, 0, 1, 1, 2]), 1.0, rng=0)
+    release = answer(wl.identity(5), x, policies.partition([0, 0, 1, 1, 2]), 1.0, rng=0, mechanism="identity")
     assert release.component_totals == {1: 7, 3: 11, 4: 7}
     assert release.route == "transform" and release.mechanism == "identity"
     assert release.epsilon == 1.0 and release.workload == "identity(5)"
@@ -102,7 +102,7 @@ def test_release_metadata():
 
 def test_a_policy_without_edges_releases_exact_answers():
     x = np.array([2, 0, 5])
-    release = answer(wl.prefix(3), x, policies.partition([0, 1, 2]), 1.0, rng=0)
+    release = answer(wl.prefix(3), x, policies.partition([0, 1, 2]), 1.0, rng=0, mechanism="identity")
     assert np.array_equal(release.answers, [2, 2, 7]) and release.expected_mse == 0
 
 
@@ -146,7 +146,7 @@ def test_mechanisms_by_name():
     assert get_mechanism(probe) is probe
 
 
-GOOD = dict(workload=wl.prefix(4), x=np.array([1, 2, 3, 4]), policy=policies.line(4), epsilon=1.0)
+GOOD = dict(workload=wl.prefix(4), x=np.array([1, 2, 3, 4]), policy=policies.line(4), epsilon=1.0, mechanism="identity")
 
 
 @pytest.mark.parametrize(
@@ -181,7 +181,7 @@ def test_bad_input_is_named(change, exc, words):
 
 
 def test_good_inputs_in_other_forms():
-    assert answer(np.eye(4), [1.0, 2.0, 3.0, 4.0], policies.line(4), 2, rng=0).answers.shape == (4,)
+    assert answer(np.eye(4), [1.0, 2.0, 3.0, 4.0], policies.line(4), 2, rng=0, mechanism="identity").answers.shape == (4,)
     x2d = np.arange(6).reshape(2, 3)
     assert answer(wl.identity((2, 3)), x2d, policies.grid((2, 3)), 1.0, "laplace", rng=0).answers.shape == (6,)
 
@@ -360,7 +360,7 @@ def test_make_plan_has_the_defaults_of_plan():
 
     w, x, policy, q = _constrained_prefix_case()
     plain = make_plan(w, policy, 0.5)
-    assert plain.chosen.mechanism.name == "identity" and plain.chosen.label == bt.plan(w, policy, 0.5).chosen.label
+    assert plain.mechanism.name == "auto" and plain.summary() == bt.plan(w, policy, 0.5, "auto").summary()
     constrained = make_plan(w, policy, 0.5, constraints=q)
     assert constrained.chosen.mechanism.name == "identity" and constrained.chosen.route == "constrained"
     assert constrained.summary() == bt.plan(w, policy, 0.5, constraints=q).summary()
@@ -377,10 +377,25 @@ def test_a_parallel_part_fits_only_the_public_counts_of_its_own_records():
     acct = bt.BudgetAccountant(1.0, policies.line(k), constraints=q)
     group = acct.parallel({"north": north, "south": south})
     x = np.bincount([0, 1, 6], minlength=k)
-    release = group.answer("north", wl.identity(k), x, 0.5, rng=0)
+    release = group.answer("north", wl.identity(k), x, 0.5, rng=0, mechanism="identity")
     assert release.route == "constrained" and release.public_counts == {"n-low": 2}
     assert release.answers[:2].sum() == pytest.approx(2, abs=1e-4)
     assert not np.allclose(release.answers, release.unconstrained_answers)
     drawn = release.unconstrained_answers - x
     assert close(drawn, np.random.default_rng(0).laplace(0.0, release.noise_scale, k), release.unconstrained_answers)
     assert release.noise_scale == release.sensitivity / 0.5 and acct.spent == 0.5
+
+
+def test_the_default_mechanism_is_auto_and_identity_under_constraints():
+    """With no mechanism named, a release runs auto's choice (it names the mechanism that ran);
+    under constraints, where only a linear mechanism has a known sensitivity, Laplace on the cells."""
+    w, x, policy, q = _constrained_prefix_case()
+    default = bt.plan(w, policy, 0.5)
+    assert default.mechanism.name == "auto" and default.summary() == bt.plan(w, policy, 0.5, "auto").summary()
+    assert default.chosen.expected_mse <= bt.plan(w, policy, 0.5, "identity").chosen.expected_mse
+    release = answer(w, x, policy, 0.5, rng=0)
+    assert release.mechanism == default.chosen.mechanism.name and release.expected_mse == default.chosen.expected_mse
+    constrained = bt.plan(w, policy, 0.5, constraints=q)
+    assert constrained.chosen.mechanism.name == "identity" and constrained.chosen.route == "constrained"
+    with pytest.raises(ValueError, match="'auto' is not linear"):
+        bt.plan(w, policy, 0.5, "auto", constraints=q)

@@ -186,7 +186,7 @@ def test_forest_policies_compare_the_transform_with_the_exact_route():
     """Review finding: on a star-shaped forest the exact route can be far better for some workloads."""
     star = policies.from_edges(50, [[0, i] for i in range(1, 50)])
     w = wl.from_matrix(np.eye(50)[:1])
-    release = answer(w, np.ones(50, int), star, 1.0, rng=0)
+    release = answer(w, np.ones(50, int), star, 1.0, rng=0, mechanism="identity")
     assert release.route == "exact" and release.expected_mse == pytest.approx(8.0)
     assert "transform[" in release.choice and "98" in release.choice
 
@@ -194,7 +194,7 @@ def test_forest_policies_compare_the_transform_with_the_exact_route():
 def test_tree_arguments():
     w, policy = wl.prefix(10), policies.threshold(10, 3)
     with pytest.raises(ValueError, match="unknown tree 'ladder'.*known trees"):
-        answer(w, np.zeros(10, int), policy, 1.0, tree="ladder")
+        answer(w, np.zeros(10, int), policy, 1.0, tree="ladder", mechanism="identity")
     with pytest.raises(ValueError, match="transform route"):
         answer(w, np.zeros(10, int), policy, 1.0, route="exact", tree="hub")
     with pytest.raises(TypeError, match="tree"):
@@ -248,7 +248,7 @@ def test_hub_tree_reference_values_by_monte_carlo(theta):
     w, policy = wl.random_ranges(k, 3000, rng=k), policies.threshold(k, theta)
     x = np.random.default_rng(3).integers(0, 20, k)
     truth = w @ x
-    mse = np.array([np.mean((answer(w, x, policy, 1.0, rng=t, tree="hub").answers - truth) ** 2) for t in range(trials)])
+    mse = np.array([np.mean((answer(w, x, policy, 1.0, "identity", rng=t, tree="hub").answers - truth) ** 2) for t in range(trials)])
     tr = transform(policy, trees.candidates(policy)["hub"])
     w_t = tr.workload(w).dense()
     sd = laplace_mse_sd(w_t.T @ w_t, tr.stretch / 1.0, w.num_queries) / math.sqrt(trials)
@@ -277,7 +277,7 @@ def test_large_cliques_never_list_their_edges():
     complete = policies.complete(65536)
     named = trees.candidates(complete)
     labels = np.arange(40_000) % 2  # two blocks of 20 000 cells: 4e8 edges
-    the_plan = plan(wl.random_ranges(40_000, 50, rng=0), policies.partition(labels), 1.0)
+    the_plan = plan(wl.random_ranges(40_000, 50, rng=0), policies.partition(labels), 1.0, mechanism="identity")
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 400 * 2**20
@@ -310,7 +310,7 @@ def test_an_isolated_bottom_node_is_no_bottom():
     g.add_node(bt.BOTTOM)
     policy = policies.from_networkx(g)
     assert not policy.has_bottom
-    assert answer(wl.identity(4), np.ones(4, int), policy, 1.0, rng=0, tree=trees.line(4)).stretch == 3
+    assert answer(wl.identity(4), np.ones(4, int), policy, 1.0, rng=0, tree=trees.line(4), mechanism="identity").stretch == 3
 
 
 def test_noiseless_releases_report_what_they_disclose():

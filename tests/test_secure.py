@@ -335,7 +335,7 @@ def test_secure_identity_release_is_integer_and_exact():
 
 def test_a_secure_random_chooses_the_backend():
     x = np.array([5, 0, 9])
-    release = answer(wl.identity(3), x, policies.unbounded(3), 1.0, rng=SecureRandom("builtin"))
+    release = answer(wl.identity(3), x, policies.unbounded(3), 1.0, rng=SecureRandom("builtin"), mechanism="identity")
     assert release.secure and release.sampler == sampler_name("integer", "builtin")
     assert "blowfish_te builtin" in release.sampler and np.array_equal(release.answers, np.round(release.answers))
     if opendp_available():
@@ -355,11 +355,11 @@ def test_secure_release_of_a_real_strategy_uses_the_lattice():
 
 def test_seeded_releases_are_the_fast_path_bit_for_bit():
     x = np.array([3, 4, 5, 6, 7])
-    release = answer(wl.identity(5), x, policies.unbounded(5), 0.5, rng=7)
+    release = answer(wl.identity(5), x, policies.unbounded(5), 0.5, rng=7, mechanism="identity")
     assert not release.secure and release.sampler == NUMPY_LAPLACE
     # what the fast path always computed: W (A x + Laplace(Δ/ε)), A = W = I, Δ = 1, ε = 0.5
     assert np.array_equal(release.answers, wl.identity(5) @ (x + np.random.default_rng(7).laplace(0.0, 2.0, 5)))
-    again = answer(wl.identity(5), x, policies.unbounded(5), 0.5, rng=np.random.default_rng(7))
+    again = answer(wl.identity(5), x, policies.unbounded(5), 0.5, "identity", rng=np.random.default_rng(7))
     assert np.array_equal(release.answers, again.answers)
 
 
@@ -391,7 +391,7 @@ def test_a_release_is_secure_only_if_every_draw_was_hardened():
 
 
 def test_secure_release_without_noise():
-    release = answer(wl.prefix(3), np.array([2, 0, 5]), policies.partition([0, 1, 2]), 1.0)
+    release = answer(wl.prefix(3), np.array([2, 0, 5]), policies.partition([0, 1, 2]), 1.0, mechanism="identity")
     assert release.secure and release.sampler.startswith("none")
     assert np.array_equal(release.answers, [2, 2, 7])
 

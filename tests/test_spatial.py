@@ -432,19 +432,21 @@ def test_grid_mechanisms_buy_the_total_with_their_share(name, monkeypatch):
 
 def test_grid_mechanisms_release_counts_with_the_exact_samplers():
     """With a SecureRandom: integer counts (block totals, both AGrid levels, the plain release's
-    cells) get discrete Laplace, the check's real-valued cost the lattice scheme (the total is
-    public here, so it is not drawn)."""
+    cells) get discrete Laplace, the check's real-valued cost the lattice scheme, and so does
+    UGrid's bias probe when the check's noisy cost picks blocks of several cells (about 1 draw in
+    20 here; the total is public, so it is not drawn)."""
     from blowfish_te.secure import SecureRandom, sampler_name
 
     x, w = np.full(36, 2), wl.identity((6, 6))
-    for mech, integer, lattice in ((M.UGrid(total=72.0, select=False), 1, 0), (M.UGrid(c=24.0, total=72.0), 1, 1),
-                                   (M.AGrid(total=72.0, select=False), 2, 0)):
+    for mech, integer, lattice in ((M.UGrid(total=72.0, select=False), 1, {0}), (M.UGrid(c=24.0, total=72.0), 1, {1, 2}),
+                                   (M.AGrid(total=72.0, select=False), 2, {0})):
         rng = SecureRandom()
         out = mech.run(w, x, 2.0, rng=rng)
         tally = rng.tally()
+        drawn = tally[sampler_name("lattice", rng.backend)]
         assert tally[sampler_name("integer", rng.backend)] == integer, mech
-        assert tally[sampler_name("lattice", rng.backend)] == lattice, mech
-        assert sum(tally.values()) == integer + lattice
+        assert drawn in lattice, mech
+        assert sum(tally.values()) == integer + drawn
         if lattice == 0 and isinstance(mech, M.UGrid):
             assert np.array_equal(out, np.round(out))  # single-cell blocks: the noisy counts themselves
 

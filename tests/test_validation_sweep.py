@@ -424,7 +424,7 @@ for fn, label in ((_answer, "answer"), (_plan, "plan")):
          st.one_of(not_a("policy"), st.just(policies.line(K + 1))), LINE)
     case(f"{label}(epsilon)", lambda v, f=fn: f(epsilon=v), "epsilon", bad_epsilons(), 0.5)
     case(f"{label}(mechanism)", lambda v, f=fn: f(mechanism=v), "mechanism",
-         st.one_of(bad_names(M.MECHANISMS), not_a("mechanism")), "h2")
+         but_none(st.one_of(bad_names(M.MECHANISMS), not_a("mechanism"))), "h2")  # None: the default
     case(f"{label}(route)", lambda v, f=fn: f(route=v), "route", bad_names(("auto", "transform", "exact")), "exact")
     case(f"{label}(tree)", lambda v, f=fn: f(policy=CYCLIC, tree=v), "tree",
          st.one_of(but_none(bad_names(trees.candidates(CYCLIC))), st.sampled_from([trees.line(K + 1), policies.line(K // 2)])),
@@ -537,7 +537,7 @@ case("BudgetAccountant(constraints)", lambda v: bt.BudgetAccountant(1.0, LINE, c
 case("BudgetAccountant.spend(epsilon)", lambda v: bt.BudgetAccountant(1.0, LINE).spend(v), "epsilon", bad_epsilons(), 0.5)
 case("BudgetAccountant.spend(label)", lambda v: bt.BudgetAccountant(1.0, LINE).spend(0.5, v), "label",
      st.sampled_from([3, b"x", ["x"]]), "x")
-case("BudgetAccountant.answer(x)", lambda v: bt.BudgetAccountant(1.0, LINE).answer(W, v, 0.5, rng=0), "x",
+case("BudgetAccountant.answer(x)", lambda v: bt.BudgetAccountant(1.0, LINE).answer(W, v, 0.5, mechanism="identity", rng=0), "x",
      bad_histograms(), X)
 case("BudgetAccountant.parallel(parts)", lambda v: bt.BudgetAccountant(1.0, LINE).parallel(v), "parts",
      st.sampled_from([None, 3, "ab", [], {}, {"a": []}, {"a": 1}, {"a": [[1]]}, {"a": [1, 2], "b": [2]}]), [[1], [2]])
