@@ -39,10 +39,10 @@ class Auto(Mechanism):
     workloads of 8–4,096 cells (1- to 3-way, unbounded DP and the attribute policy) the best
     strategy over cells was 1.00–11.2 times the best marginal strategy (equal on 12), while
     comparing them took up to 382 s where the marginal strategies took 0.12–1.1 s
-    (``benchmarks/marginal_candidates.py``). Under the L2 sensitivity this is a theorem — the workload
-    is invariant under permuting the values of each attribute, so averaging a strategy's Gram
-    matrix over those permutations, which the error is convex in, gives a weighted marginal
-    strategy no worse —; under Laplace noise it is measured. :func:`blowfish_te.plan`
+    (``benchmarks/marginal_candidates.py``). Under the L2 sensitivity this is a theorem: the workload
+    is invariant under permuting the values of each attribute, the error is convex in the
+    strategy's Gram matrix, so averaging that matrix over those permutations gives a weighted
+    marginal strategy that is no worse. Under Laplace noise it is measured. :func:`blowfish_te.plan`
     with route ``"auto"`` weighs every route of every candidate and keeps the lowest analytic
     expected error; the release names the mechanism that ran and why. The choice is planned once
     per (workload, policy, route) and kept in the strategy store, then read at any ε
