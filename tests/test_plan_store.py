@@ -197,3 +197,19 @@ def test_plans_under_policies_past_the_edge_cap_are_not_stored_but_strategies_ar
     assert store_lib.strategy_key("optimized", workload, policy, ()) is not None
     ordered.TunedOrderedHierarchical()._settings(workload, policy)
     assert list(cache.glob("*.json")) == []
+
+
+def test_a_data_dependent_fallback_reads_the_shipped_choice(cache, monkeypatch):
+    """The plain release a data-dependent mechanism falls back to is auto's stored choice: only
+    the winner is planned (UGrid's fallback on 128² rectangles planned every candidate, GreedyH's
+    2.7 s included, inside the release)."""
+    from blowfish_te.mechanisms import HB, GreedyH
+    from blowfish_te.mechanisms.plain import best_linear
+    from blowfish_te.strategies.standard import standard_workloads
+
+    _new_process(monkeypatch)
+    for loser in (HB, GreedyH):
+        monkeypatch.setattr(loser, "expected_error", lambda *a, **k: pytest.fail("a losing candidate was planned"))
+    chosen = best_linear(standard_workloads()["dpbench_ranges:2000@128x128"]())
+    assert chosen.name == "optimized"
+    assert list(cache.iterdir()) == []

@@ -63,12 +63,19 @@ def lowest_error(workload: Workload, candidates) -> LinearMechanism:
 
 def best_linear(workload: Workload) -> LinearMechanism:
     """``auto``'s choice for ``workload`` under unit changes: the registered strategy of lowest
-    analytic error (:meth:`~blowfish_te.mechanisms.Auto.best`, the optimised strategy included where
-    it is stored or its optimisation fits auto's time budget), Identity where it ties — the only
-    plain release whose noise :mod:`blowfish_te.smoothing` can read structure from."""
+    analytic error (the optimised strategy included where it is stored or its optimisation fits
+    auto's time budget), Identity where it ties — the only plain release whose noise
+    :mod:`blowfish_te.smoothing` can read structure from. Read from the plan store where the
+    choice under unbounded DP is stored (the standard workloads ship theirs), so a data-dependent
+    release that falls back plans in a fraction of a second; planned by
+    :meth:`~blowfish_te.mechanisms.Auto.best` where a Blowfish-native mechanism wins there (it is
+    not a strategy for unit changes)."""
+    from ..policies import unbounded
     from .auto import Auto
 
-    chosen = Auto().best(workload)
+    chosen, _ = best_plan_under(workload, unbounded(workload.domain))
+    if not isinstance(chosen, LinearMechanism):
+        chosen = Auto().best(workload)
     if isinstance(chosen, Identity):
         return chosen
     cells = Identity()
