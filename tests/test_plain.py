@@ -88,7 +88,11 @@ def test_best_plan_under_a_policy_is_auto_s_route_with_identity_on_ties():
     assert chosen.expected_mse == pytest.approx(auto.expected_mse)
     assert mechanism is chosen.mechanism
     cells, route = plain.best_plan_under(wl.identity(64), policies.unbounded(64))
-    assert isinstance(cells, Identity)  # GreedyH ties with it on a histogram
+    assert isinstance(cells, Identity)  # auto compares identity first, and GreedyH ties with it on a histogram
+    greedy_first = Auto(candidates=("greedyh", "identity"))
+    assert plan_routes(wl.identity(64), policies.unbounded(64), 1.0, greedy_first).chosen.mechanism.name == "greedyh"
+    cells, route = plain.best_plan_under(wl.identity(64), policies.unbounded(64), greedy_first)
+    assert isinstance(cells, Identity) and route.expected_mse == 2.0  # the tie goes to Identity all the same
 
 
 TWO_D = ("dawa", "agrid", "ugrid", "privtree")

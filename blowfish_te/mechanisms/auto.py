@@ -13,13 +13,15 @@ from .base import MECHANISMS, Mechanism, NativeMechanism, get_mechanism, mechani
 def analytic_mechanisms() -> tuple[str, ...]:
     """Every registered mechanism (plug-ins included) whose expected error is analytic: the
     linear data-independent ones (tag ``analytic_error``) and the Blowfish-native ones that define
-    their analytic error; ``optimized`` and ``auto`` itself are left to :class:`Auto`."""
+    their analytic error; ``optimized`` and ``auto`` itself are left to :class:`Auto`. Sorted by
+    name with ``identity`` first: ties go to the first compared, and on a histogram GreedyH's and
+    the Laplace mechanism's strategies are the identity too, where a user expects ``identity``."""
     names = []
     for name, cls in MECHANISMS.items():
         native = issubclass(cls, NativeMechanism) and cls.expected_error_native is not NativeMechanism.expected_error_native
         if (cls.analytic_error or native) and name not in ("optimized", "auto"):
             names.append(name)
-    return tuple(sorted(names))
+    return tuple(sorted(names, key=lambda name: (name != "identity", name)))
 
 
 class Auto(Mechanism):
