@@ -74,8 +74,9 @@ def best_linear(workload: Workload) -> LinearMechanism:
     from .auto import Auto
 
     chosen, _ = best_plan_under(workload, unbounded(workload.domain))
-    if not isinstance(chosen, LinearMechanism):
-        chosen = Auto().best(workload)
+    if isinstance(chosen, LinearMechanism):
+        return chosen  # best_plan_under has already taken Identity on a tie
+    chosen = Auto().best(workload)
     if isinstance(chosen, Identity):
         return chosen
     cells = Identity()
