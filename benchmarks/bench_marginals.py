@@ -6,11 +6,13 @@ two more: state and industry), never building the grid.
     python benchmarks/bench_marginals.py                 # 10^7 records, unbounded DP and attribute
     python benchmarks/bench_marginals.py --cells 1e12    # the same over 10^12 cells
     python benchmarks/bench_marginals.py --quick         # 10^5 records
+    python benchmarks/bench_marginals.py --formats csv   # from a CSV file only
 
-The records are written to a Parquet file by one process; each release runs in a fresh process
-that reports its wall-clock time per step and its own peak memory (VmHWM on Linux). The anchor is
-DuckDB's own ``GROUP BY GROUPING SETS`` over the same file and the same marginals, in a fresh
-process too: the count's time and memory are reported as ratios to it.
+The records are written to a Parquet file and a CSV file (``--formats``) by one process; each
+release runs in a fresh process that reports its wall-clock time per step and its own peak memory
+(VmHWM on Linux). The anchor is DuckDB's own ``GROUP BY GROUPING SETS`` over the same file and the
+same marginals (its reader typing the columns), in a fresh process too: the count's time and memory
+are reported as ratios to it.
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ DOMAINS = {"1e9": {}, "1e12": {"state": 50, "industry": 20}}
 
 _WRITE = r"""
 import json, sys
-import pyarrow as pa, pyarrow.parquet as pq
+import pyarrow as pa, pyarrow.csv as pcsv, pyarrow.parquet as pq
 from blowfish_te import datasets
 attributes = {**datasets.CENSUS_ATTRIBUTES, **json.loads(sys.argv[3])}
-pq.write_table(pa.table(datasets.census_records(int(sys.argv[2]), rng=0, attributes=attributes)), sys.argv[1])
+table = pa.table(datasets.census_records(int(sys.argv[2]), rng=0, attributes=attributes))
+pq.write_table(table, sys.argv[1] + ".parquet")
+if sys.argv[4] == "1":
+    pcsv.write_csv(table, sys.argv[1] + ".csv")
 """
 
 _RELEASE = r"""
@@ -69,7 +74,7 @@ start = time.perf_counter()
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
 rows = con.sql(f"SELECT GROUPING_ID({', '.join(columns)}) AS g, {', '.join(columns)}, count(*) AS n "
-               f"FROM read_parquet('{path}') GROUP BY GROUPING SETS ({sets})").fetchnumpy()
+               f"FROM {'read_csv' if path.endswith('.csv') else 'read_parquet'}('{path}') GROUP BY GROUPING SETS ({sets})").fetchnumpy()
 print(json.dumps({"count_s": time.perf_counter() - start, "peak_mb": peak_mb(), "groups": len(rows["n"])}))
 """
 
@@ -84,32 +89,39 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=10_000_000, help="records to generate (default 10^7)")
     parser.add_argument("--cells", choices=sorted(DOMAINS), default="1e9", help="the grid's size (default 1e9)")
+    parser.add_argument("--formats", default="parquet,csv", help="comma list of record files to count from (default parquet,csv)")
     add_options(parser)
     args = parser.parse_args()
     record = Recorder(args.json)
     n = 100_000 if args.quick else args.records
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    if not formats or set(formats) - {"parquet", "csv"}:
+        parser.error(f"--formats must list parquet and/or csv, got {args.formats!r}")
     with tempfile.TemporaryDirectory() as folder:
-        path = pathlib.Path(folder) / "census.parquet"
+        stem = pathlib.Path(folder) / "census"
         extra = json.dumps(DOMAINS[args.cells])
-        _child(_WRITE, str(path), str(n), extra)
+        _child(_WRITE, str(stem), str(n), extra, "1" if "csv" in formats else "0")
         columns = json.dumps([*datasets.CENSUS_ATTRIBUTES, *DOMAINS[args.cells]])
         print(f"{n} census-like records, {len(json.loads(columns))} attributes, a grid of {args.cells} cells; "
               "all 2-way marginals, ε = 1; DuckDB's own GROUPING SETS over the same marginals as the anchor")
-        print("| policy | mechanism | tables counted | plan s | count s | count / DuckDB | release s | total s | peak MB "
-              "| peak / DuckDB's | records counted | RMSE per query |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-        label = "" if args.cells == "1e9" else f"{args.cells} "  # the default's names stay those of earlier runs
-        for policy in ("unbounded", "attribute"):
-            out = json.loads(_child(_RELEASE, str(path), policy, "auto", extra))
-            assert out["rows"] == out["counted"] == n, out
-            anchor = json.loads(_child(_DUCKDB, str(path), columns, json.dumps(out["marginals"])))
-            print(f"| {policy} | {out['chosen']} | {out['tables']} | {out['plan_s']:.2f} | {out['count_s']:.2f} | "
-                  f"{out['count_s'] / anchor['count_s']:.2f} | {out['release_s']:.2f} | {out['total_s']:.2f} | "
-                  f"{out['peak_mb']:.0f} | {out['peak_mb'] / anchor['peak_mb']:.2f} | {out['counted']} | {out['rmse']:.1f} |")
-            record(f"{label}{policy} total", out["total_s"], "s")
-            record(f"{label}{policy} count over DuckDB", out["count_s"] / anchor["count_s"], "ratio")
-            record(f"{label}{policy} peak", out["peak_mb"], "MB")
-            record(f"{label}{policy} rmse", out["rmse"], "rmse")
+        print("| file | policy | mechanism | tables counted | plan s | count s | count / DuckDB | release s | total s "
+              "| peak MB | peak / DuckDB's | records counted | RMSE per query |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for form in formats:
+            path = f"{stem}.{form}"
+            # the default's names stay those of earlier runs (Parquet over 10⁹ cells)
+            label = ("" if args.cells == "1e9" else f"{args.cells} ") + ("" if form == "parquet" else f"{form} ")
+            for policy in ("unbounded", "attribute"):
+                out = json.loads(_child(_RELEASE, path, policy, "auto", extra))
+                assert out["rows"] == out["counted"] == n, out
+                anchor = json.loads(_child(_DUCKDB, path, columns, json.dumps(out["marginals"])))
+                print(f"| {form} | {policy} | {out['chosen']} | {out['tables']} | {out['plan_s']:.2f} | {out['count_s']:.2f} | "
+                      f"{out['count_s'] / anchor['count_s']:.2f} | {out['release_s']:.2f} | {out['total_s']:.2f} | "
+                      f"{out['peak_mb']:.0f} | {out['peak_mb'] / anchor['peak_mb']:.2f} | {out['counted']} | {out['rmse']:.1f} |")
+                record(f"{label}{policy} total", out["total_s"], "s")
+                record(f"{label}{policy} count over DuckDB", out["count_s"] / anchor["count_s"], "ratio")
+                record(f"{label}{policy} peak", out["peak_mb"], "MB")
+                record(f"{label}{policy} rmse", out["rmse"], "rmse")
 
 
 if __name__ == "__main__":

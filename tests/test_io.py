@@ -1,6 +1,7 @@
 """Records to histograms: exact counts against an independent reading with pandas, every record
 accounted for, and the DuckDB, Spark and numpy engines agreeing."""
 
+import functools
 import json
 import math
 import shutil
@@ -561,6 +562,72 @@ def test_marginal_counts_refuse_what_the_histogram_refuses(dirty):
         with pytest.raises(io.RecordError) as hist:
             io.histogram(str(dirty), DOMAIN, outside=outside)
         assert str(marg.value).replace("no marginal was counted", "X") == str(hist.value).replace("no histogram was built", "X")
+
+
+#: Fields a CSV reader might parse differently from the text rules: blanks, whitespace, signs,
+#: exponents, separators, other digits, NaN and infinities, huge and tiny numbers.
+TRICKY_FIELDS = ["", " ", "\t", " 5", "5 ", "\t5", "+5", "-0", "1e1", "1E1", "1.", ".5", "5.0", "0005", "1_0", "1__0",
+                 "_1", "0x10", "0b1", "1,5", "1 0", "- 5", "1e", "e3", "$5", "5%", "1d", "true", "NULL", "null", "abc",
+                 "\u0665", "\u00a05", "nan", "NaN", "-nan", "inf", "-Infinity", "1e400", "1e-400", "9007199254740993",
+                 "7.5", "120", "-4", "99", "+.5", "."]
+
+
+def _outcome(count, *args, **kwargs):
+    try:
+        r = count(*args, **kwargs)
+    except io.RecordError as err:
+        return str(err)
+    held = r.counts
+    counts = [held.table(subset).tolist() for subset in held.subsets] if hasattr(held, "subsets") else held.tolist()
+    return counts, r.rows, r.counted, r.below, r.above
+
+
+@pytest.mark.slow
+def test_the_typed_csv_read_counts_and_refuses_as_the_text_rules_do(tmp_path, monkeypatch):
+    pytest.importorskip("duckdb")
+    from blowfish_te.io import engines
+
+    domain = [io.IntegerRange("age", 0, 99, width=10), io.Bins("x", [0, 2.5, 10])]
+    paths = []
+    for i, field in enumerate(TRICKY_FIELDS):
+        path = tmp_path / f"t{i}.csv"
+        quoted = '"' + field.replace('"', '""') + '"'
+        path.write_text(f"age,x\n3,1\n{quoted},{quoted}\n55,7\n", encoding="utf-8")
+        paths.append(path)
+
+    def outcomes():
+        return [_outcome(count, str(path), domain, outside=outside)
+                for path in paths for outside in ("error", "clamp")
+                for count in (io.histogram, functools.partial(io.marginal_counts, marginals=[(0,), (0, 1)]))]
+
+    typed = outcomes()
+    monkeypatch.setattr(engines, "_is_csv", lambda source: False)  # every field parsed from its text
+    assert typed == outcomes()
+    assert sum(isinstance(o, tuple) for o in typed) >= 20 and sum(isinstance(o, str) for o in typed) >= 60
+
+
+def test_clean_csv_columns_are_parsed_by_the_reader_and_a_refused_field_falls_back_to_text(tmp_path, monkeypatch):
+    pytest.importorskip("duckdb")
+    from blowfish_te.io import engines
+
+    reads = []
+    records = engines._duckdb_records
+    monkeypatch.setattr(engines, "_duckdb_records", lambda *a: reads.append(tuple(a[3]) if len(a) > 3 else ()) or records(*a))
+    domain = [io.IntegerRange("age", 0, 99), io.Levels("city", "abcd")]
+    (tmp_path / "clean.csv").write_text("age,city\n3,a\n 5 ,b\n3,c\n")
+    (tmp_path / "blank.csv").write_text("age,city\n3,a\n 5 ,b\n,c\n")
+    (tmp_path / "dirty.csv").write_text("age,city\n3,a\nabc,b\n,c\n")
+    counted = io.marginal_counts(str(tmp_path / "clean.csv"), domain, [(0, 1)])
+    assert counted.counts.table((0, 1))[[3, 5, 3], [0, 1, 2]].tolist() == [1, 1, 1] and counted.counted == 3
+    assert reads == [("age",)]  # read once, the age parsed by the reader (a Levels column stays text)
+    reads.clear()
+    with pytest.raises(io.RecordError, match=r"1 missing \(NULL, NaN or blank\)"):
+        io.marginal_counts(str(tmp_path / "blank.csv"), domain, [(0, 1)])
+    assert reads == [("age",), ()]  # counted from the reader's numbers; the example read from the text
+    reads.clear()
+    with pytest.raises(io.RecordError, match=r"1 not a number in the domain .* \(e\.g\. 'abc', None\)"):
+        io.marginal_counts(str(tmp_path / "dirty.csv"), domain, [(0, 1)])
+    assert reads == [("age",), ()]  # the reader refused 'abc': counted again over the text
 
 
 @pytest.mark.parametrize("call, error, message", [

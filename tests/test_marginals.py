@@ -184,24 +184,25 @@ def test_the_optimiser_never_loses_to_the_workloads_own_marginals_and_beats_them
 
 
 def test_the_optimiser_runs_blas_on_one_thread_and_gives_the_threads_back(monkeypatch):
-    """L-BFGS-B's BLAS calls on a few thousand weights are too small to share: on a busy 2-core
+    """L-BFGS's BLAS calls on a few thousand weights are too small to share: on a busy 2-core
     machine two threads made a plan 20 times slower. Every solve sees one BLAS thread; after the
     search the caller's setting is back."""
-    import scipy.optimize
     from threadpoolctl import threadpool_info
+
+    from blowfish_te.strategies import marginals
 
     def blas_threads():
         return {info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"}
 
     before = blas_threads()
     seen = []
-    minimize = scipy.optimize.minimize
+    minimize = marginals.minimize_nonnegative
 
     def spy(*args, **kwargs):
         seen.append(blas_threads())
         return minimize(*args, **kwargs)
 
-    monkeypatch.setattr(scipy.optimize, "minimize", spy)
+    monkeypatch.setattr(marginals, "minimize_nonnegative", spy)
     optimize_weights((2,) * 5, list(itertools.combinations(range(5), 2)), UNIT_CHANGES, restarts=2)
     assert seen and all(threads <= {1} for threads in seen)
     assert blas_threads() == before

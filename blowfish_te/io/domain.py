@@ -50,8 +50,10 @@ DUCKDB = Dialect("VARCHAR", '"')
 SPARK = Dialect("STRING", "`")
 
 #: What a column's type says about its values: ``"text"`` (parsed), ``"float"`` (a number that may
-#: be NaN) or ``"exact"`` (integers, decimals, booleans: numbers that never are).
-COLUMN_KINDS = ("text", "float", "exact")
+#: be NaN), ``"parsed"`` (a CSV field the reader parsed as a double: a number that may be NaN, with
+#: no statistics that could fold ``isnan``) or ``"exact"`` (integers, decimals, booleans: numbers
+#: that never are).
+COLUMN_KINDS = ("text", "float", "parsed", "exact")
 
 
 def _literal(text: str) -> str:
@@ -67,6 +69,9 @@ class Axis:
 
     column: str
     size: int
+    #: Whether the axis reads its values as numbers (a text's number, by the rules above), so
+    #: that a CSV reader may parse the column as doubles for it.
+    reads_numbers: bool = False
 
     @property
     def valid_values(self) -> float:
@@ -77,6 +82,12 @@ class Axis:
         """SQL of the column's binning: the parsing step (``expr AS alias`` items, aliases
         prefixed with ``name``, computed once per record), then the status and the cell
         expressions over them; ``kind`` is what the column's type says (:data:`COLUMN_KINDS`)."""
+        raise NotImplementedError
+
+    def ok_sql(self, name: str) -> str:
+        """A condition over :meth:`sql`'s parsed aliases (prefixed ``name``) that holds only where
+        the status is ``ok``: a cheap test that lets a query skip the status of in-domain records
+        (where it is false or NULL, the status expression decides)."""
         raise NotImplementedError
 
     def bin(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -111,6 +122,7 @@ def _finite(value, name: str) -> float:
 class _Numeric(Axis):
     """Axes over numbers: parse, classify missing/invalid/below/above, then bin."""
 
+    reads_numbers = True
     lower: float
     upper: float
     integer = False
@@ -126,6 +138,8 @@ class _Numeric(Axis):
         v, blank = f"{name}_v", f"{name}_blank"
         if kind == "exact":  # no NaN to look for: the text of every value is never built
             parse = [f"CAST({c} AS DOUBLE) AS {v}", f"({c} IS NULL) AS {blank}"]
+        elif kind == "parsed":  # the reader's doubles: NaN read off the value, no text built
+            parse = [f"{c} AS {v}", f"({c} IS NULL OR isnan({c})) AS {blank}"]
         elif kind == "float":
             # NaN is read off the value's text: DuckDB folds isnan() to false from Parquet statistics,
             # which leave NaN out, and would count a NaN as a number above every other
@@ -142,6 +156,13 @@ class _Numeric(Axis):
         )
         clamped = f"least(greatest({v}, {_number(self.lower)}), {_number(self.upper)})"
         return parse, status, self._cell_sql(clamped)
+
+    def ok_sql(self, name: str) -> str:
+        # the bounds are finite: a value between them is a finite number, neither NULL nor NaN
+        v = f"{name}_v"
+        whole = f" AND {v} = floor({v})" if self.integer else ""
+        return (f"NOT {name}_blank AND NOT isnan({v}) AND {v} >= {_number(self.lower)} AND {v} <= {_number(self.upper)}"
+                f"{whole}")
 
     def bin(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         values = np.asarray(values)
@@ -350,11 +371,14 @@ class Levels(Axis):
     def sql(self, dialect: Dialect, kind: str, name: str) -> tuple[list[str], str, str]:
         c = dialect.ident(self.column)
         text, blank, cell = f"TRIM(CAST({c} AS {dialect.text_type}))", f"{name}_blank", f"{name}_cell"
-        nan = f" OR isnan(CAST({c} AS DOUBLE))" if kind == "float" else ""
+        nan = f" OR isnan(CAST({c} AS DOUBLE))" if kind in ("float", "parsed") else ""
         match = f"CASE {text} " + " ".join(f"WHEN {_literal(level)} THEN {i}" for i, level in enumerate(self.levels)) + " END"
         parse = [f"{match} AS {cell}", f"({c} IS NULL OR {text} = ''{nan}) AS {blank}"]
         status = f"CASE WHEN {blank} THEN {MISSING} WHEN {cell} IS NULL THEN {UNKNOWN} ELSE {OK} END"
         return parse, status, f"coalesce({cell}, 0)"
+
+    def ok_sql(self, name: str) -> str:
+        return f"NOT {name}_blank AND {name}_cell IS NOT NULL"
 
     def bin(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         index = {level: i for i, level in enumerate(self.levels)}

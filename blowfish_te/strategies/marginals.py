@@ -37,6 +37,7 @@ import scipy.sparse as sp
 
 from ..policies import BottomEdges, CliqueEdges, OffsetEdges, PairEdges, Policy
 from ..workloads.base import Workload
+from .lbfgs import minimize_nonnegative
 
 __all__ = ["MarginalStrategy", "Moves", "move_patterns", "optimize_weights", "own_marginals", "marginal_table", "UNIT_CHANGES"]
 
@@ -355,7 +356,7 @@ def _lattice(shape, workload_subsets, free: int | None, max_cells: int) -> list[
 def optimize_weights(shape, workload_subsets, moves: Moves, max_cells: int = MAX_TABLE_CELLS,
                      restarts: int = 12, rng=0) -> MarginalStrategy:
     """Weights over the lattice of marginals that minimise the expected error of least squares
-    for the workload's marginals under ``moves``: min (Δ(w))² Σ_T r_T μ_T/λ_T(w) by L-BFGS-B
+    for the workload's marginals under ``moves``: min (Δ(w))² Σ_T r_T μ_T/λ_T(w) by projected L-BFGS
     (HDMM's marginals template, here with the policy's sensitivity: for several move patterns the
     max in Δ is smoothed by a p-norm, p raised in steps, and the result scored exactly). Starts
     from the workload's own marginals (kept when nothing beats them) and from equal weights."""
@@ -419,18 +420,17 @@ def optimize_weights(shape, workload_subsets, moves: Moves, max_cells: int = MAX
     steps = (None,) if costs.shape[0] == 1 else (4.0, 16.0, 64.0)
 
     def solve(w):
-        from scipy.optimize import minimize  # heavy: loaded when marginal weights are optimised
-
+        # projected L-BFGS (:mod:`.lbfgs`): the same weights as scipy's L-BFGS-B to four digits of
+        # the error on HDMM's shapes, as fast or faster, without loading scipy.optimize (27 MB)
         for p in steps:
-            result = minimize(objective, w, args=(p,), jac=True, method="L-BFGS-B",
-                              bounds=[(0.0, None)] * len(candidates), options={"maxiter": 500})
+            result = minimize_nonnegative(objective, w, (p,), maxiter=500, tol=1e-6, window=5)
             if np.isfinite(result.fun):
                 w = result.x
         return w
 
     from threadpoolctl import threadpool_limits
 
-    # L-BFGS-B's steps are BLAS calls on vectors of a few thousand weights: threads cost more than
+    # L-BFGS's steps are BLAS calls on vectors of a few thousand weights: threads cost more than
     # they bring, and on a busy machine they wait on each other (all 2-way marginals over twelve
     # attributes under the attribute policy: 3.7 s on one thread, 77 s on two cores with one of
     # them taken). The limit is set once: finding the BLAS libraries takes milliseconds.
