@@ -3,8 +3,8 @@ workload, the plan (``auto`` under unbounded DP, an empty strategy cache) and th
 the marginal tables the plan reads (10⁵ records spread at random over each table). The shapes are
 those HDMM (McKenna, Miklau, Hay, Machanavajjhala, VLDB 2018) was run on side by side: its
 marginals template optimised them in 1.7, 0.06 and 8.7 s with peaks of 72, 65 and 111 MB (numpy
-1.26, scipy 1.10, one BLAS thread; times without imports; 85.6, 78.5 and 124.7 MB on numpy 2.4 and scipy 1.17), and its mechanism cannot release them (it
-needs the histogram).
+1.26, scipy 1.10, one BLAS thread; times without imports; 85.6, 76.5 and 124.7 MB on numpy 2.4 and
+scipy 1.17), and its mechanism cannot release them (it needs the histogram).
 
     python benchmarks/bench_large_marginals.py            # 10^10 and 10^12 cells
     python benchmarks/bench_large_marginals.py --quick    # 10^6 cells
