@@ -347,6 +347,9 @@ def test_bucket_views_and_probes_equal_their_dense_twins(base):
     np.testing.assert_allclose(view.dense(), dense, atol=1e-12)
     assert view.frobenius_sq() == pytest.approx((dense**2).sum())
     np.testing.assert_allclose(view.gram_matrix(), dense.T @ dense, atol=1e-9)
+    block = np.random.default_rng(1).normal(size=(view.size, 3))  # the optimisers' Gram operator, dense and implicit
+    np.testing.assert_allclose(view.gram().matmat(block), dense.T @ (dense @ block), atol=1e-9)
+    np.testing.assert_allclose(super(wl.BucketWorkload, view).gram().matmat(block), dense.T @ (dense @ block), atol=1e-9)
     rows = sparse_rows(view)
     if rows is not None:
         np.testing.assert_allclose(rows.toarray(), dense, atol=1e-12)

@@ -12,9 +12,29 @@ from ..workloads import Workload, evenly_spaced_queries
 from .base import LinearMechanism
 from .hierarchical import HB, GreedyH
 from .laplace import Identity
+from .optimized import Optimized
 
-#: Linear strategies DAWA chooses from for the bucket totals (by analytic error, never the data).
-STAGE_TWO: tuple[type[LinearMechanism], ...] = (Identity, HB, GreedyH)
+#: Iterations of the stage-two p-Identity search (one start): at 36-435 buckets of DPBench
+#: prefixes it ends within 1 % of 300 iterations with two starts.
+STAGE_TWO_ITERATIONS = 300
+#: Seconds the stage-two p-Identity search may be predicted to take (its cost model reads sizes
+#: only, so the choice never depends on the machine): beyond it the analytic candidates alone.
+#: About 300 buckets; measured at 128², the search and its Gram matrix then take up to 0.3 s,
+#: so DAWA stays within twice DPComp's DAWA2D (0.27 s).
+STAGE_TWO_SECONDS = 0.1
+
+
+def stage_two_optimized() -> Optimized:
+    """``auto``'s optimised candidate for a workload over buckets, planned inside the release (a
+    partition's buckets are never stored): p-Identity with one start and
+    :data:`STAGE_TWO_ITERATIONS` iterations, kept out of the strategy store."""
+    return Optimized(restarts=1, maxiter=STAGE_TWO_ITERATIONS, store=False)
+
+
+#: Linear strategies DAWA and PrivTree choose from for the bucket totals (by analytic error, never
+#: the data): ``auto``'s candidates that plan in a fraction of a second. Each entry makes a fresh
+#: mechanism (a class, or :func:`stage_two_optimized`).
+STAGE_TWO: tuple = (Identity, HB, GreedyH, stage_two_optimized)
 #: GreedyH builds a dense Gram matrix of the buckets: it is a candidate up to this many buckets.
 MAX_GREEDY_BUCKETS = 512
 #: Strategies are compared on at most this many of the workload's queries, evenly spaced.
@@ -53,10 +73,13 @@ def workload_class(workload: Workload, gain: float | None = None) -> str:
 
 
 def lowest_error(workload: Workload, candidates) -> LinearMechanism:
-    """A fresh instance of the candidate class with the lowest analytic error on a probe of
-    ``workload`` (GreedyH only up to :data:`MAX_GREEDY_BUCKETS` cells)."""
+    """A fresh mechanism from ``candidates`` (classes or functions making one) with the lowest
+    analytic error on a probe of ``workload``, the first on a tie: GreedyH only up to
+    :data:`MAX_GREEDY_BUCKETS` cells, a mechanism that predicts its planning time
+    (``predicted_seconds``) only where it is at most :data:`STAGE_TWO_SECONDS`."""
     probe = evenly_spaced_queries(workload, PROBE_QUERIES)
-    options = [cls() for cls in candidates if not (cls is GreedyH and workload.size > MAX_GREEDY_BUCKETS)]
+    options = [make() for make in candidates if not (make is GreedyH and workload.size > MAX_GREEDY_BUCKETS)]
+    options = [m for m in options if not hasattr(m, "predicted_seconds") or m.predicted_seconds(workload) <= STAGE_TWO_SECONDS]
     errors = [probe_error(m, workload, probe) for m in options]
     return options[int(np.argmin(errors))]
 

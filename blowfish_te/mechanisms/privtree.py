@@ -143,7 +143,8 @@ class PrivTree(Mechanism):
     and spread evenly over their cells; answers W x̂.
 
     The leaves' totals are measured by ``estimator``, by default — as DAWA's bucket totals — the
-    candidate of :data:`~blowfish_te.mechanisms.plain.STAGE_TWO` (Identity, HB, GreedyH) of lowest
+    candidate of :data:`~blowfish_te.mechanisms.plain.STAGE_TWO` (Identity, HB, GreedyH, and an
+    optimised p-Identity where its search is predicted to be quick) of lowest
     analytic error on the workload reduced to the leaves, laid out along the grid's curve
     (:func:`leaf_order`). PrivTree's paper measures every leaf with Laplace(1/ε₂) (``estimator``
     = Identity()); on DPBench's 2000 rectangles over 128² the hierarchy over hundreds to

@@ -7,6 +7,7 @@ import functools
 import numpy as np
 import scipy.sparse as sp
 
+from .._operator import FunctionMap, LinearMap
 from .base import Workload, as_block
 from .boxes import Boxes
 
@@ -14,6 +15,8 @@ from .boxes import Boxes
 SPARSE_PAIRS = 2**22
 #: W E is formed densely from box overlaps when it has at most this many entries.
 DENSE_OVERLAPS = 2**24
+#: The Gram matrix over the buckets is kept dense up to this many buckets (32 MB).
+DENSE_GRAM_BUCKETS = 2048
 
 
 class BucketWorkload(Workload):
@@ -105,6 +108,20 @@ class BucketWorkload(Workload):
                                                                          weights=weights)
             total += float(((group.tosparse() @ self.spread).data ** 2).sum())
         return total
+
+    def gram(self) -> LinearMap:
+        """(W E)ᵀ(W E) over the m buckets: dense up to :data:`DENSE_GRAM_BUCKETS` buckets (an
+        optimiser's every product then costs O(m²), not a pass through W over the cells)."""
+        if self.size > DENSE_GRAM_BUCKETS:
+            return super().gram()
+        dense = self._dense_gram
+        return FunctionMap((self.size, self.size), lambda x: dense @ x, lambda y: dense @ y)
+
+    @functools.cached_property
+    def _dense_gram(self) -> np.ndarray:
+        dense = self.gram_matrix()
+        dense.flags.writeable = False
+        return dense
 
     def gram_matrix(self, max_entries: int = 2**26) -> np.ndarray:
         m = self.size
