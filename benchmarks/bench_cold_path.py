@@ -3,7 +3,8 @@
 Cold: a first Identity release of the identity workload at K = 4096 under ``line`` in a fresh
 process, imports included, against ``python -c "import numpy, scipy.sparse"`` in the same run
 (medians of ``--repeats`` processes each), and the call itself (the first ``answer`` after the
-imports: planning, transform, noise).
+imports: planning, transform, noise). Then the same release with the default mechanism, ``auto``,
+which plans every candidate route under ``line`` (an empty strategy cache).
 
 Large (``--large``): Identity under ``line`` and HB under ``unbounded`` on 2^24 cells with 10,000
 random ranges, each in a fresh process: the release's time against adding Laplace noise to an
@@ -31,14 +32,15 @@ import time
 from _measure import Recorder, add_options
 
 FIRST = """
-import time
+import sys, time
 start = time.perf_counter()
 import numpy as np
 import blowfish_te as bt
+mechanism = None if sys.argv[1] == "default" else sys.argv[1]
 x = np.random.default_rng(0).integers(0, 50, 4096)
 workload, policy, answer = bt.workloads.identity(4096), bt.policies.line(4096), bt.answer  # imports done
 call = time.perf_counter()
-answer(workload, x, policy, 1.0, rng=0)
+answer(workload, x, policy, 1.0, mechanism, rng=0)
 end = time.perf_counter()
 print(end - call)
 """
@@ -82,24 +84,29 @@ def main() -> None:
     add_options(parser)
     args = parser.parse_args()
     record = Recorder(args.json)
-    with tempfile.TemporaryDirectory() as prefix:
+    with tempfile.TemporaryDirectory() as prefix, tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "PYTHONPYCACHEPREFIX": prefix}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        anchor, release = ["-c", "import numpy, scipy.sparse"], ["-c", FIRST]
-        _seconds(anchor, env), _seconds(release, env)  # unmeasured: the bytecode of every module imported
-        base, first, calls = [], [], []
-        for _ in range(args.repeats):  # interleaved, so that both see the same machine load
-            base.append(_seconds(anchor, env))
-            start = time.perf_counter()
-            out = subprocess.run([sys.executable, *release], check=True, capture_output=True, text=True, env=env)
-            first.append(time.perf_counter() - start)
-            calls.append(float(out.stdout))
-        b, f, c = statistics.median(base), statistics.median(first), statistics.median(calls)
-        record("import numpy, scipy.sparse in a fresh process", b, "s")
-        record("first Identity release at K = 4096 in a fresh process, imports included", f, "s")
-        record("first Identity release at K = 4096: the call", c, "s")
-        print(f"import numpy, scipy.sparse: {b * 1000:.0f} ms; first Identity release at K = 4096 in a fresh process: "
-              f"{f * 1000:.0f} ms = {f / b:.2f} x; the call itself {c * 1000:.1f} ms")
+        anchor = ["-c", "import numpy, scipy.sparse"]
+        for mechanism, label in (("identity", "Identity release"), ("default", "release with the default mechanism (auto)")):
+            release = ["-c", FIRST, mechanism]
+            _seconds(anchor, env), _seconds(release, env)  # unmeasured: the bytecode of every module imported
+            base, first, calls = [], [], []
+            for run in range(args.repeats):  # interleaved, so that both see the same machine load
+                base.append(_seconds(anchor, env))
+                # every auto plan from an empty strategy cache, as a new user's first
+                run_env = {**env, "BLOWFISH_TE_CACHE_DIR": os.path.join(cache, f"{mechanism}{run}")}
+                start = time.perf_counter()
+                out = subprocess.run([sys.executable, *release], check=True, capture_output=True, text=True, env=run_env)
+                first.append(time.perf_counter() - start)
+                calls.append(float(out.stdout))
+            b, f, c = statistics.median(base), statistics.median(first), statistics.median(calls)
+            if mechanism == "identity":
+                record("import numpy, scipy.sparse in a fresh process", b, "s")
+            record(f"first {label} at K = 4096 in a fresh process, imports included", f, "s")
+            record(f"first {label} at K = 4096: the call", c, "s")
+            print(f"import numpy, scipy.sparse: {b * 1000:.0f} ms; first {label} at K = 4096 under line in a fresh "
+                  f"process: {f * 1000:.0f} ms = {f / b:.2f} x; the call itself {c * 1000:.1f} ms")
         if args.large:
             for mechanism, spec in (("identity", "line"), ("hb", "unbounded")):
                 out = subprocess.run([sys.executable, "-c", LARGE, mechanism, spec], capture_output=True, text=True, env=env)

@@ -5,6 +5,7 @@ the data."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,7 +13,9 @@ from ..workloads import Workload, evenly_spaced_queries
 from .base import LinearMechanism
 from .hierarchical import HB, GreedyH
 from .laplace import Identity
-from .optimized import Optimized
+
+if TYPE_CHECKING:
+    from .optimized import Optimized
 
 #: Iterations of the stage-two p-Identity search (one start): at 36-435 buckets of DPBench
 #: prefixes it ends within 1 % of 300 iterations with two starts.
@@ -28,6 +31,8 @@ def stage_two_optimized() -> Optimized:
     """``auto``'s optimised candidate for a workload over buckets, planned inside the release (a
     partition's buckets are never stored): p-Identity with one start and
     :data:`STAGE_TWO_ITERATIONS` iterations, kept out of the strategy store."""
+    from .optimized import Optimized  # loaded when bucket totals are first measured: a lookup of "dawa" loads its module only
+
     return Optimized(restarts=1, maxiter=STAGE_TWO_ITERATIONS, store=False)
 
 
