@@ -108,6 +108,8 @@ class BottomEdges(PairEdges):
     made on first use and then held, so a policy over a domain too large to list (10⁹ cells) costs
     nothing until a caller asks for its edges."""
 
+    k: int
+
     def __init__(self, k: int):
         object.__setattr__(self, "k", int(k))
 
@@ -214,6 +216,12 @@ class Policy:
     """
 
     __slots__ = ("_shape", "_blocks", "_has_bottom", "_name", "_cache", "__weakref__")
+    # the slots' types (set once by _init through object.__setattr__)
+    _shape: tuple[int, ...]
+    _blocks: tuple[EdgeBlock, ...]
+    _has_bottom: bool
+    _name: str
+    _cache: dict
 
     def __init__(self, shape, blocks: Iterable[EdgeBlock], *, has_bottom: bool = False, name: str | None = None):
         """A policy from edge blocks, all checked: block types, index ranges, ⊥ only when

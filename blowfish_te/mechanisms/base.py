@@ -263,6 +263,8 @@ class RecordTotal:
     measured with Laplace(1/(ρε)) (sensitivity 1 under unit changes) for the share ρ =
     ``total_share`` of ε, composed sequentially with the rest. Never read from the data for free."""
 
+    name: str  # the mechanism's, which this mixes into
+
     def _init_total(self, total: float | None, total_share: float) -> None:
         self.total = None if total is None else check_real(total, "total (the public record count)", 0, exclusive=True)
         self.total_share = check_real(total_share, "total_share", 0, 1, exclusive=True)
@@ -341,7 +343,8 @@ class LinearMechanism(Mechanism):
     def release(self, workload, x, epsilon: float, rng: RNGLike = None, policy: Policy | None = None) -> Outcome:
         """Run the mechanism: the answers, the sensitivity Δ the noise was calibrated to (for unit
         changes, or Δ_G under ``policy``) and the Laplace scale Δ/ε."""
-        return self.measure(*self._checked(workload, x, epsilon, rng), policy=policy)
+        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
+        return self.measure(workload, x, epsilon, gen, policy=policy)
 
     def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen, policy: Policy | None = None) -> Outcome:
         """:meth:`release` on validated arguments (the routes of :func:`blowfish_te.answer`)."""
