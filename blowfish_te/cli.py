@@ -535,7 +535,8 @@ def strategies(out_dir, names, list_only):
     each under unbounded DP and line (1-D) or grid:1 (2-D), so that `optimized` and `auto` use
     them at once in every later run, at any epsilon."""
     from .mechanisms import Auto, Optimized
-    from .strategies.standard import build_standard, standard_policies, standard_workloads
+    from .mechanisms.optimized import build_standard
+    from .strategies.standard import standard_policies, standard_workloads
     from .strategies.store import choice_key, default_store, shipped_directory
 
     try:

@@ -24,7 +24,7 @@ def entry() -> None:
     Errors end in one ``Error:`` line and status 1, usage errors in status 2."""
     signal.signal(signal.SIGINT, _interrupted)
     if sys.argv[1:] == ["--version"]:  # answered without loading the command line (click, numpy, scipy)
-        from . import __version__
+        from ._version import __version__
 
         sys.stdout.write(f"{PROGRAM}, version {__version__}\n")
         sys.stdout.flush()

@@ -52,8 +52,11 @@ def import_graph() -> nx.DiGraph:
         is_package = path.name == "__init__.py"
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             for target in _targets(node, name, is_package):
+                named = target
                 while target and target not in modules:
                     target = target.rpartition(".")[0]
+                if isinstance(node, ast.ImportFrom) and target == PACKAGE and named.startswith(PACKAGE + ".") and name != PACKAGE:
+                    graph.add_edge(name, PACKAGE)  # a name the package's __init__ defines (from .. import x)
                 chain = []
                 while target and target != PACKAGE:  # the target and the packages above it
                     chain.append(target)
@@ -66,6 +69,8 @@ def import_graph() -> nx.DiGraph:
 
 def test_the_graph_sees_imports_of_every_kind():
     graph = import_graph()
+    assert graph.has_edge("blowfish_te.cli", PACKAGE)  # from . import __version__: a name the package defines
+    assert not graph.has_edge("blowfish_te.strategies.store", PACKAGE)  # the version from its leaf module
     assert graph.has_edge("blowfish_te.release", "blowfish_te.routes")  # module level
     assert graph.has_edge("blowfish_te.mechanisms.base", "blowfish_te.routes")
     assert graph.has_edge("blowfish_te.routes", "blowfish_te.strategies")  # the package a submodule import runs
@@ -85,3 +90,45 @@ def test_the_routes_sit_below_the_mechanisms_and_the_release():
     below_routes = nx.descendants(import_graph(), "blowfish_te.routes")
     assert not {m for m in below_routes if m.startswith(("blowfish_te.mechanisms", "blowfish_te.release",
                                                            "blowfish_te.constraints", "blowfish_te.budget"))}
+
+
+#: The package's floors, lowest first, along the data's path: a module imports only from its own
+#: floor or from floors below it (docs/architecture.md). Each entry is a module or a package
+#: (its submodules with it); ``_*`` is every private helper module at the top level.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("foundations", ("_*", "errors", "noise", "secure", "progress", "metrics")),
+    ("structures", ("policies", "forest", "trees", "workloads", "sensitivity", "io", "datasets")),
+    ("algebra", ("transform", "strategies", "partitions", "bounds", "smoothing", "selection")),
+    ("mechanisms", ("routes", "mechanisms", "constraints", "kmeans")),
+    ("release", ("release", "budget", "ledger")),
+    ("applications", ("audit", "evaluation", "explore", "cli", "console", "")),
+)
+
+
+def floor_of(module: str) -> int:
+    """The floor of ``module`` (an index into :data:`LAYERS`); KeyError when no floor names it."""
+    rest = module.removeprefix(PACKAGE).removeprefix(".")
+    top = rest.split(".")[0]
+    for index, (_, members) in enumerate(LAYERS):
+        for member in members:
+            if member == top or (member == "_*" and top.startswith("_") and "." not in rest):
+                return index
+    raise KeyError(f"{module} is on no floor: add it to LAYERS (and to docs/architecture.md)")
+
+
+def test_every_module_has_a_floor_and_imports_only_from_its_floor_or_below():
+    graph = import_graph()
+    floors = {module: floor_of(module) for module in graph}  # every module placed, or KeyError names it
+    assert floors[PACKAGE] == len(LAYERS) - 1 and floors["blowfish_te._version"] == 0
+    upward = sorted(f"{a} ({LAYERS[floors[a]][0]}) -> {b} ({LAYERS[floors[b]][0]})"
+                    for a, b in graph.edges if floors[b] > floors[a])
+    assert upward == [], "imports running up a floor:\n" + "\n".join(upward)
+
+
+def test_the_floor_check_catches_an_import_running_up():
+    graph = import_graph()
+    graph.add_edge("blowfish_te.strategies.store", "blowfish_te.release")  # what strategies once did
+    floors = {module: floor_of(module) for module in graph}
+    assert [(a, b) for a, b in graph.edges if floors[b] > floors[a]] == [("blowfish_te.strategies.store", "blowfish_te.release")]
+    with pytest.raises(KeyError, match="on no floor"):
+        floor_of("blowfish_te.newmodule")

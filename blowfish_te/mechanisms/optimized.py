@@ -3,6 +3,11 @@ Machanavajjhala, PVLDB 2018), and for the policy's own sensitivity in the exact 
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 
 from .._cache import IdentityCache
@@ -209,3 +214,59 @@ class Optimized(LinearMechanism):
         if policy is None and workload.frobenius_sq() < optimized.lstsq_frobenius_sq(workload):
             return IdentityStrategy(workload.domain)
         return optimized
+
+
+# -- the standard workloads' strategies and choices, built ahead of releases ----------------------
+
+
+@dataclass(frozen=True)
+class Built:
+    """One standard workload's strategy, or ``auto``'s choice for it under a policy (``name``
+    ``prefix:4096/auto/line``): where it came from, how long that took and what it is."""
+
+    name: str
+    status: str  # "stored" (found) or "built"
+    seconds: float
+    summary: str
+
+
+def build_standard(out: str | Path | None = None, names=None) -> Iterator[Built]:
+    """Optimise the standard workloads' strategies (``names``, default all) that are not stored
+    yet, with :class:`~blowfish_te.mechanisms.Optimized`'s defaults, and plan ``auto`` for each
+    under :func:`standard_policies`, writing them to ``out`` (default: the user's cache
+    directory). Yields one :class:`Built` per strategy and per choice as it finishes."""
+    from ..strategies.standard import standard_policies, standard_workloads
+    from ..strategies.store import cache_directory
+
+    table = standard_workloads()
+    names = list(table) if names is None else list(names)
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise ValueError(f"unknown standard workload(s) {unknown}; allowed: {', '.join(table)}")
+    directory = Path(out) if out is not None else cache_directory()
+    if directory is None:
+        raise ValueError("the strategy cache is turned off (BLOWFISH_TE_CACHE_DIR=off): give an output folder")
+    # the target folder alone decides what is missing, so a release build writes every file
+    store = StrategyStore(directory, shipped=False)
+    mech = Optimized(store=store)
+    for name in names:
+        workload = table[name]()
+        status = "stored" if store.contains(mech.store_key(workload)) else "built"
+        started = time.perf_counter()
+        strategy = mech.strategy(workload)
+        yield Built(name, status, time.perf_counter() - started, strategy.name)
+        for spec, policy in standard_policies(workload).items():
+            yield _build_choice(store, f"{name}/auto/{spec}", workload, policy)
+
+
+def _build_choice(store, name: str, workload: Workload, policy) -> Built:
+    from ..routes import plan_routes
+    from ..strategies.store import building_into, choice_key
+    from .auto import Auto
+
+    chooser = Auto()
+    found = store.load_record(choice_key(chooser, workload, policy, "auto")) is not None
+    started = time.perf_counter()
+    with building_into(store):
+        chosen = plan_routes(workload, policy, 1.0, chooser)
+    return Built(name, "stored" if found else "built", time.perf_counter() - started, chosen._label(chosen.chosen))

@@ -72,7 +72,7 @@ def shipped_directory():
 def strategy_key(template: str, workload, policy, params: tuple) -> str | None:
     """The entry's name: a digest of the library version, :data:`REVISION`, ``template``, the
     workload's and the policy's fingerprints and ``params``; None when the workload has no fingerprint."""
-    from .. import __version__
+    from .._version import __version__
 
     fingerprint = workload.fingerprint()
     if fingerprint is None:
@@ -120,7 +120,7 @@ def choice_key(chooser, workload, policy, route: str) -> str | None:
     parameters, the names it compares (plug-ins included), the workload's and the policy's
     fingerprints and the route asked for; None when either has no fingerprint (a policy of more
     than :data:`MAX_FINGERPRINT_EDGES` edges has none here)."""
-    from .. import __version__
+    from .._version import __version__
 
     policy_print = _policy_print(policy)
     if policy_print is None:
