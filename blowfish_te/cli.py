@@ -274,6 +274,7 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, range
     error depend on the data without noise: they are for the data owner, never for release.
     """
     from . import io
+    from .ledger import Ledger, Run
     from .release import plan as make_plan
 
     if fmt == "csv" and plan_only:
@@ -284,7 +285,6 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, range
         raise click.UsageError("--plan charges nothing: leave out --ledger, --budget and --dataset")
     if (total or dataset_name) and not ledger:
         raise click.UsageError("--budget and --dataset name the dataset in a --ledger: give --ledger too")
-    charge = None
     try:
         _check_output(output)
         domain = None
@@ -308,43 +308,34 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, range
             return
         if not quiet:
             click.echo("plan:\n" + _indent(the_plan.summary()), err=True)
+        charged = contextlib.nullcontext(Run())
         if ledger is not None:
-            from .ledger import Ledger
-
             book = Ledger(ledger)
             dataset = dataset_name or os.path.abspath(data)
-            charge = book.reserve(dataset, epsilon, the_plan.policy.name, the_plan.mechanism.name, workload.name, total)
-            left = book.budget(dataset)
-            click.echo(f"ledger: charged ε = {epsilon:g} to {dataset!r} ({left.spent:g} of {left.total:g} spent)", err=True)
-        if columns:  # the files and their headers, checked before any record is read
-            files = io.engines.check_files(data, domain, engine)
-            megabytes = sum(os.path.getsize(f) for f in files) / 1e6
-    except BaseException as err:
-        if charge is not None:  # no record was read: nothing about the data left the run
-            book.settle(charge, "refunded", _one_line(err))
-        if isinstance(err, (ValueError, TypeError, OSError, ImportError)):
-            _fail(err)
-        raise
-    try:
-        if columns:
-            marginals = the_plan.marginals_read()  # a plan that reads marginals only: never the grid
-            with Progress("counting records", total=megabytes, unit="MB", enabled=not quiet) as bar:
-                count = io.histogram if marginals is None else functools.partial(io.marginal_counts, marginals=marginals)
-                result = count(files, domain, outside=outside, engine=engine,
-                               progress=lambda fraction: bar.update(fraction * megabytes))
-            x = result.counts
-            click.echo(f"records: {result.summary()} (exact counts, not private)", err=True)
-        else:
-            x = io.read_histogram(data)
-        release = the_plan.release_checked(the_plan.check(x), seed)
-    except BaseException as err:
-        if charge is not None:  # records were read: the failure (its message, its exit status) reveals them without noise
-            book.settle(charge, "failed", _one_line(err))
-        if isinstance(err, (ValueError, TypeError, OSError, ImportError)):
-            _fail(err)
-        raise
-    if charge is not None:
-        book.settle(charge, "released")
+            charged = book.charged(dataset, epsilon, the_plan.policy.name, the_plan.mechanism.name, workload.name, total)
+        # the ledger's protocol: refunded if the run fails before reading a record, kept ("failed")
+        # after, for then the failure (its message, its exit status) reveals records without noise
+        with charged as run:
+            if ledger is not None:
+                left = book.budget(dataset)
+                click.echo(f"ledger: charged ε = {epsilon:g} to {dataset!r} ({left.spent:g} of {left.total:g} spent)", err=True)
+            if columns:  # the files and their headers, checked before any record is read
+                files = io.engines.check_files(data, domain, engine)
+                megabytes = sum(os.path.getsize(f) for f in files) / 1e6
+            run.reading()
+            if columns:
+                marginals = the_plan.marginals_read()  # a plan that reads marginals only: never the grid
+                with Progress("counting records", total=megabytes, unit="MB", enabled=not quiet) as bar:
+                    count = io.histogram if marginals is None else functools.partial(io.marginal_counts, marginals=marginals)
+                    result = count(files, domain, outside=outside, engine=engine,
+                                   progress=lambda fraction: bar.update(fraction * megabytes))
+                x = result.counts
+                click.echo(f"records: {result.summary()} (exact counts, not private)", err=True)
+            else:
+                x = io.read_histogram(data)
+            release = the_plan.release_checked(the_plan.check(x), seed)
+    except (ValueError, TypeError, OSError, ImportError) as err:
+        _fail(err)
     fields = {"version": __version__, "seed": "fresh entropy" if seed is None else seed, "plan": the_plan.to_dict(),
               **release.to_dict()}
     if release.component_totals:

@@ -39,13 +39,15 @@ import math
 import pathlib
 import sqlite3
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 
 from ._validation import check_epsilon
 from .errors import BlowfishError
 
-__all__ = ["COUNTED", "BudgetExceeded", "Charge", "DatasetBudget", "InvalidLedger", "Ledger"]
+__all__ = ["COUNTED", "BudgetExceeded", "Charge", "DatasetBudget", "InvalidLedger", "Ledger", "Run"]
 
 #: Statuses whose ε counts as spent (a refunded charge's run read no record).
 COUNTED = ("reserved", "released", "failed")
@@ -282,6 +284,28 @@ class Ledger:
                 raise ValueError(f"charge {charge.id} is not a reserved charge of ledger {self.path}")
             return self._charge(db, charge.id)
 
+    @contextmanager
+    def charged(self, dataset: str, epsilon: float, policy: str, mechanism: str, workload: str,
+                total: float | None = None) -> Iterator[Run]:
+        """One run's charge, reserved on entry (:meth:`reserve`) and settled on exit: ``released``
+        when the block ends without error, else ``refunded`` if the run had not yet said
+        :meth:`Run.reading` and ``failed`` if it had, the error's first line as the note (the
+        error goes on). The protocol of the module docstring in one ``with`` block::
+
+            with ledger.charged("d", 0.5, "line(8)", "hb", "prefix(8)") as run:
+                ...  # checks that read no record: a failure here is refunded
+                run.reading()
+                ...  # read the records and release: a failure here keeps the charge
+        """
+        run = Run(self.reserve(dataset, epsilon, policy, mechanism, workload, total))
+        try:
+            yield run
+        except BaseException as err:
+            text = str(err).strip()
+            self.settle(run.charge, "failed" if run.read else "refunded", text.splitlines()[0] if text else type(err).__name__)
+            raise
+        self.settle(run.charge, "released")
+
     def _charge(self, db, charge_id: int) -> Charge:
         return self._checked(Charge(*db.execute("SELECT * FROM releases WHERE id = ?", (charge_id,)).fetchone()))
 
@@ -299,6 +323,19 @@ def _check_policy(dataset: str, recorded: str, policy: str) -> None:
     if policy != recorded:
         raise ValueError(f"policy {policy}: dataset {dataset!r}'s budget is for policy {recorded}; releases "
                          "under another policy do not compose with it (sequential composition holds for one policy)")
+
+
+class Run:
+    """A run inside :meth:`Ledger.charged` (``charge`` None outside a ledger): it says when it
+    starts reading records, after which a failure keeps the charge."""
+
+    def __init__(self, charge: Charge | None = None):
+        self.charge = charge
+        self.read = False
+
+    def reading(self) -> None:
+        """From here on the run reads records: a failure is no longer refunded."""
+        self.read = True
 
 
 class _Closing:

@@ -23,6 +23,25 @@ def _invoke(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
+def test_a_charged_run_is_released_refunded_or_failed_by_where_it_ends(tmp_path):
+    """The protocol as one with block: released without error; refunded when the run fails before
+    it says it reads records, failed (the ε kept) after; the error goes on, its first line noted."""
+    book = Ledger(tmp_path / "l.db")
+    with book.charged("d", 0.25, "line(8)", "hb", "prefix(8)", total=1.0) as run:
+        assert run.charge.status == "reserved" and book.budget("d").spent == 0.25
+    with pytest.raises(ValueError, match="no such file"), book.charged("d", 0.25, "line(8)", "hb", "prefix(8)"):
+        raise ValueError("no such file\nsecond line")
+    with pytest.raises(OSError), book.charged("d", 0.25, "line(8)", "hb", "prefix(8)") as run:
+        run.reading()
+        raise OSError()
+    settled = [(c.status, c.note) for c in book.charges("d")]
+    assert settled == [("released", ""), ("refunded", "no such file"), ("failed", "OSError")]
+    assert book.budget("d").spent == 0.5  # the refund freed its ε, the failure kept it
+    with pytest.raises(BudgetExceeded), book.charged("d", 0.75, "line(8)", "hb", "prefix(8)"):
+        pytest.fail("a refused charge runs nothing")
+    assert len(book.charges("d")) == 3
+
+
 def test_charges_add_up_exactly_and_the_last_one_past_the_total_is_refused(tmp_path):
     book = Ledger(tmp_path / "l.db")
     charges = [book.reserve("d", 0.1, "line(8)", "hb", "prefix(8)", total=1.0 if i == 0 else None) for i in range(10)]
