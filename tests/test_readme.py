@@ -27,3 +27,16 @@ def test_the_quick_subset_is_documented_and_its_marker_registered():
     config = tomllib.loads((pathlib.Path(__file__).parent.parent / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     assert 'python -m pytest -q -m "not slow"' in README
     assert any(m.startswith("slow:") for m in config["markers"]) and "--strict-markers" in config["addopts"]
+
+
+def test_the_pre_commit_ruff_is_in_the_range_ci_installs():
+    import re as regex
+
+    from packaging.specifiers import SpecifierSet
+
+    root = pathlib.Path(__file__).parent.parent
+    config = (root / ".pre-commit-config.yaml").read_text()
+    assert "astral-sh/ruff-pre-commit" in config and "id: ruff" in config
+    rev = regex.search(r"rev: v([0-9.]+)", config).group(1)
+    allowed = regex.search(r'"ruff([^"]*)"', (root / "pyproject.toml").read_text()).group(1)
+    assert rev in SpecifierSet(allowed), f"pre-commit runs ruff {rev}, CI installs ruff{allowed}"
