@@ -17,15 +17,9 @@ import numpy as np
 from . import __version__, datasets, policies, workloads
 from ._csv import escape_row
 from ._program import EXIT_INTERRUPTED, PROGRAM
-from .errors import SpecError
+from .errors import SpecError, first_line
 from .progress import Progress
 from .release import answer
-
-
-def _one_line(err: BaseException) -> str:
-    """The first line of an error's message, or its type when it has none."""
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 class _Commands(click.Group):
@@ -41,7 +35,7 @@ class _Commands(click.Group):
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except Exception as err:  # every other error: one line for the user
-            raise click.ClickException(_one_line(err)) from None
+            raise click.ClickException(first_line(err)) from None
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -107,7 +101,7 @@ def demo(epsilon: float, k: int, n: int, queries: int, show: int, seed: int) -> 
 
 def _fail(err: Exception) -> None:
     """One line for the user instead of a traceback."""
-    raise click.ClickException(_one_line(err))
+    raise click.ClickException(first_line(err))
 
 
 def _policy(spec: str, shape: tuple[int, ...]):

@@ -34,7 +34,8 @@ def entry() -> None:
     def work() -> None:
         import click
 
-        from .cli import _one_line, main
+        from .cli import main
+        from .errors import first_line
 
         try:
             code = main.main(standalone_mode=False)
@@ -47,7 +48,7 @@ def entry() -> None:
         except SystemExit as err:
             status[0] = err.code if isinstance(err.code, int) else 1
         except Exception as err:  # the group reports library errors; this catches the rest as one line
-            click.echo(f"Error: {_one_line(err)}", err=True)
+            click.echo(f"Error: {first_line(err)}", err=True)
 
     worker = threading.Thread(target=work, name=PROGRAM, daemon=True)
     worker.start()

@@ -4,7 +4,8 @@ standard exception keeps working."""
 
 from __future__ import annotations
 
-__all__ = ["BlowfishError", "BudgetExceededError", "ConstraintError", "ContractError", "CyclicPolicyError", "SpecError", "SuiteError"]
+__all__ = ["BlowfishError", "BudgetExceededError", "ConstraintError", "ContractError", "CyclicPolicyError", "SpecError", "SuiteError",
+           "first_line"]
 
 
 class BlowfishError(Exception):
@@ -36,3 +37,10 @@ class ConstraintError(BlowfishError, ValueError):
     """Public count constraints that cannot be used as given: not sparse for the policy, too large
     for the exact search of their policy graph, not satisfied by the data, or in the way of a
     parallel composition."""
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an error's message, or its type's name when it has none: how the command
+    line reports an error and the ledger notes why a run ended."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ._validation import check_epsilon
-from .errors import BlowfishError
+from .errors import BlowfishError, first_line
 
 __all__ = ["COUNTED", "BudgetExceeded", "Charge", "DatasetBudget", "InvalidLedger", "Ledger", "Run"]
 
@@ -301,8 +301,7 @@ class Ledger:
         try:
             yield run
         except BaseException as err:
-            text = str(err).strip()
-            self.settle(run.charge, "failed" if run.read else "refunded", text.splitlines()[0] if text else type(err).__name__)
+            self.settle(run.charge, "failed" if run.read else "refunded", first_line(err))
             raise
         self.settle(run.charge, "released")
 
