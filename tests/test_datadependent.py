@@ -422,13 +422,18 @@ def test_dawa_answers_the_reduced_workload_with_the_best_linear_strategy():
     histogram = wl.BucketWorkload(wl.identity(k), labels)
     from blowfish_te.mechanisms import plain
 
-    # over 900 buckets the p-Identity search is predicted too slow for a release: the hierarchy
-    assert plain.stage_two_optimized().predicted_seconds(prefix) > plain.STAGE_TWO_SECONDS
-    assert isinstance(M.datadependent.lowest_error(prefix, M.datadependent.STAGE_TWO), M.HB)
+    # over 900 buckets a short p-Identity search fits a release, and beats the hierarchy
+    searched = plain.stage_two_optimized(prefix)
+    assert searched.p < 900 // 16 and searched.maxiter in plain.STAGE_TWO_ITERATIONS
+    assert plain.stage_two_seconds(prefix.size, k, searched.p, searched.maxiter) <= plain.STAGE_TWO_SECONDS
+    chosen = M.datadependent.lowest_error(prefix, M.datadependent.STAGE_TWO)
+    assert isinstance(chosen, M.Optimized) and chosen.expected_error(prefix, 1.0) < M.HB().expected_error(prefix, 1.0)
+    # a histogram's buckets are disjoint queries: no search, Laplace on the buckets
+    assert plain.stage_two_optimized(histogram) is None
     assert isinstance(M.datadependent.lowest_error(histogram, M.datadependent.STAGE_TWO), M.Identity)
     few = wl.BucketWorkload(wl.prefix(k), np.repeat(np.arange(21), [1] * 20 + [1004]))  # spikes, then one flat run
     chosen = M.datadependent.lowest_error(few, M.datadependent.STAGE_TWO)
-    errors = {type(m).__name__: m.expected_error(few, 1.0) for m in (M.Identity(), M.HB(), M.GreedyH(), plain.stage_two_optimized())}
+    errors = {type(m).__name__: m.expected_error(few, 1.0) for m in (M.Identity(), M.HB(), M.GreedyH(), plain.stage_two_optimized(few))}
     # over 21 buckets the optimised strategy is searched, and answers the weighted prefixes best
     assert isinstance(chosen, M.Optimized) and chosen.expected_error(few, 1.0) == min(errors.values())
     assert errors["Optimized"] < 0.9 * errors["GreedyH"]

@@ -350,6 +350,7 @@ def test_bucket_views_and_probes_equal_their_dense_twins(base):
     block = np.random.default_rng(1).normal(size=(view.size, 3))  # the optimisers' Gram operator, dense and implicit
     np.testing.assert_allclose(view.gram().matmat(block), dense.T @ (dense @ block), atol=1e-9)
     np.testing.assert_allclose(super(wl.BucketWorkload, view).gram().matmat(block), dense.T @ (dense @ block), atol=1e-9)
+    _assert_bucket_norms(view, dense)
     rows = sparse_rows(view)
     if rows is not None:
         np.testing.assert_allclose(rows.toarray(), dense, atol=1e-12)
@@ -384,12 +385,33 @@ def test_buckets_that_are_boxes_are_multiplied_from_overlaps(shape, seed, weight
     assert view.frobenius_sq() == pytest.approx((dense**2).sum())
     np.testing.assert_allclose(view.gram_matrix(), dense.T @ dense, atol=1e-9)
     np.testing.assert_allclose(sparse_rows(view).toarray(), dense, atol=1e-12)
+    _assert_bucket_norms(view, dense)
     if base.size > 2:
         mixed = labels.copy()
         mixed[[0, base.size - 1]] = labels.max() + 1  # two opposite corners as one bucket
         mixed = np.unique(mixed, return_inverse=True)[1]
         other = wl.BucketWorkload(base, mixed)
         assert other.bucket_boxes is None and other.overlap_matrix() is None
+
+
+def _assert_bucket_norms(view, dense):
+    """Column and column-difference norms of W E (read from its Gram matrix or its overlaps, with a
+    zero column for ⊥), and its Gram matrix built by either product, against the dense W E."""
+    import blowfish_te.workloads.buckets as buckets
+
+    m = view.size
+    rng = np.random.default_rng(m)
+    u, v = rng.integers(0, m, 40), rng.integers(0, m + 1, 40)
+    padded = np.concatenate([dense, np.zeros((dense.shape[0], 1))], axis=1)
+    diff = padded[:, u] - padded[:, v]
+    np.testing.assert_allclose(view.difference_norms(u, v, "l1"), np.abs(diff).sum(0), atol=1e-9)
+    np.testing.assert_allclose(view.difference_norms(u, v, "l2sq"), (diff**2).sum(0), atol=1e-9)
+    np.testing.assert_allclose(view.column_norms("l2sq"), (dense**2).sum(0), atol=1e-9)
+    for cost in (0, 10**12):  # Eᵀ Wᵀ (W E), and the dense product
+        fresh = wl.BucketWorkload(view.base, view.labels)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(buckets, "TRANSPOSE_COST", cost)
+            np.testing.assert_allclose(fresh.gram_matrix(), dense.T @ dense, atol=1e-9)
 
 
 @pytest.mark.parametrize("pairs", [1, 7, 40, 10**6])

@@ -66,7 +66,7 @@ class DAWA(Mechanism):
       on :data:`PROBE_QUERIES` evenly spaced queries (DAWA uses GreedyH alone; on prefix
       workloads over many buckets HB is far better, on a few uneven buckets GreedyH, and where
       the search is predicted to take at most :data:`~blowfish_te.mechanisms.plain.STAGE_TWO_SECONDS`
-      a p-Identity strategy optimised for the reduced workload, up to about 300 buckets: 0.26–0.80
+      a p-Identity strategy optimised for the reduced workload, up to 1,000–1,350 buckets: 0.25–0.80
       times the best of the three's error on DPBench's prefixes). The partition is ε₁-DP output,
       so choosing and optimising the strategy from it is post-processing.
     - For intervals, ``ratio`` and ``penalty`` default to a rule of the workload alone: with r = max(1,

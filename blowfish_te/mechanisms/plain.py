@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..workloads import Workload, evenly_spaced_queries
+from ..workloads.buckets import DENSE_GRAM_BUCKETS
 from .base import LinearMechanism
 from .hierarchical import HB, GreedyH
 from .laplace import Identity
@@ -17,28 +18,59 @@ from .laplace import Identity
 if TYPE_CHECKING:
     from .optimized import Optimized
 
-#: Iterations of the stage-two p-Identity search (one start): at 36-435 buckets of DPBench
-#: prefixes it ends within 1 % of 300 iterations with two starts.
-STAGE_TWO_ITERATIONS = 300
-#: Seconds the stage-two p-Identity search may be predicted to take (its cost model reads sizes
+#: Iteration limits of the stage-two p-Identity search (one start), the longer where it fits: at
+#: 36-435 buckets of DPBench prefixes 300 end within 1 % of 300 iterations with two starts; at
+#: 552-1,436 buckets 100 iterations with 16 rows reach 0.25-0.66 times the error of Identity, HB
+#: and GreedyH (300 iterations: at most 6 % lower).
+STAGE_TWO_ITERATIONS = (300, 100)
+#: Rows of the stage-two search below the default K/16, the most that fit being taken.
+STAGE_TWO_ROWS = (16, 8)
+#: Seconds the stage-two search may be predicted to take (:func:`stage_two_seconds`, from sizes
 #: only, so the choice never depends on the machine): beyond it the analytic candidates alone.
-#: About 300 buckets; measured at 128², the search and its Gram matrix then take up to 0.3 s,
-#: so DAWA stays within twice DPComp's DAWA2D (0.27 s).
-STAGE_TWO_SECONDS = 0.1
+STAGE_TWO_SECONDS = 0.2
+#: The cost model of :func:`stage_two_seconds`, fitted on DAWA's buckets of DPBench prefixes (1-D)
+#: and rectangles (128²), 139-1,436 buckets, 8-32 rows, 100-300 iterations, one core: seconds per
+#: (bucket² × row × iteration) (the Gram product of every step), per (query × bucket²) (the Gram
+#: matrix) and per (bucket × row × iteration) (the rest of a step); measured within 0.6-1.3 times.
+STAGE_TWO_COST = (1.8e-11, 3.2e-11, 5.2e-8)
 
 
-def stage_two_optimized() -> Optimized:
+def stage_two_seconds(buckets: int, queries: int, rows: int, iterations: int) -> float:
+    """The predicted seconds of the stage-two search over ``buckets`` (with its dense Gram matrix
+    from ``queries`` queries): :data:`STAGE_TWO_COST` · (m²·p·T, Q·m², m·p·T)."""
+    per_step, gram, rest = STAGE_TWO_COST
+    m = buckets
+    return per_step * m * m * rows * iterations + gram * queries * m * m + rest * m * rows * iterations
+
+
+def stage_two_optimized(workload: Workload) -> Optimized | None:
     """``auto``'s optimised candidate for a workload over buckets, planned inside the release (a
-    partition's buckets are never stored): p-Identity with one start and
-    :data:`STAGE_TWO_ITERATIONS` iterations, kept out of the strategy store."""
+    partition's buckets are never stored): p-Identity with one start and the most rows
+    (K/16, else :data:`STAGE_TWO_ROWS`) and iterations (:data:`STAGE_TWO_ITERATIONS`) whose search
+    :func:`stage_two_seconds` predicts within :data:`STAGE_TWO_SECONDS`, kept out of the strategy
+    store; None when none does, when the workload's Gram matrix is not dense (its products
+    would pass through W over the cells), or when it is diagonal (disjoint queries, as a
+    histogram's: Laplace on the buckets is optimal there, Identity)."""
+    if not workload.structured_gram or workload.size > DENSE_GRAM_BUCKETS:
+        return None
+    gram = workload.gram_matrix()
+    np.fill_diagonal(gram, 0.0)
+    if not gram.any():
+        return None
+    from ..strategies.pidentity import default_rows
     from .optimized import Optimized  # loaded when bucket totals are first measured: a lookup of "dawa" loads its module only
 
-    return Optimized(restarts=1, maxiter=STAGE_TWO_ITERATIONS, store=False)
+    m = workload.size
+    for rows in sorted({default_rows(m), *(r for r in STAGE_TWO_ROWS if r < default_rows(m))}, reverse=True):
+        for iterations in STAGE_TWO_ITERATIONS:
+            if stage_two_seconds(m, workload.num_queries, rows, iterations) <= STAGE_TWO_SECONDS:
+                return Optimized(p=rows, restarts=1, maxiter=iterations, store=False)
+    return None
 
 
 #: Linear strategies DAWA and PrivTree choose from for the bucket totals (by analytic error, never
-#: the data): ``auto``'s candidates that plan in a fraction of a second. Each entry makes a fresh
-#: mechanism (a class, or :func:`stage_two_optimized`).
+#: the data): ``auto``'s candidates that plan in a fraction of a second. Each entry is a class, or
+#: a function of the reduced workload making a mechanism or None (:func:`stage_two_optimized`).
 STAGE_TWO: tuple = (Identity, HB, GreedyH, stage_two_optimized)
 #: GreedyH builds a dense Gram matrix of the buckets: it is a candidate up to this many buckets.
 MAX_GREEDY_BUCKETS = 512
@@ -78,13 +110,13 @@ def workload_class(workload: Workload, gain: float | None = None) -> str:
 
 
 def lowest_error(workload: Workload, candidates) -> LinearMechanism:
-    """A fresh mechanism from ``candidates`` (classes or functions making one) with the lowest
-    analytic error on a probe of ``workload``, the first on a tie: GreedyH only up to
-    :data:`MAX_GREEDY_BUCKETS` cells, a mechanism that predicts its planning time
-    (``predicted_seconds``) only where it is at most :data:`STAGE_TWO_SECONDS`."""
+    """A fresh mechanism from ``candidates`` (classes, or functions of ``workload`` making one or
+    None) with the lowest analytic error on a probe of ``workload``, the first on a tie: GreedyH
+    only up to :data:`MAX_GREEDY_BUCKETS` cells."""
     probe = evenly_spaced_queries(workload, PROBE_QUERIES)
-    options = [make() for make in candidates if not (make is GreedyH and workload.size > MAX_GREEDY_BUCKETS)]
-    options = [m for m in options if not hasattr(m, "predicted_seconds") or m.predicted_seconds(workload) <= STAGE_TWO_SECONDS]
+    made = (make() if isinstance(make, type) else make(workload) for make in candidates
+            if not (make is GreedyH and workload.size > MAX_GREEDY_BUCKETS))
+    options = [m for m in made if m is not None]
     errors = [probe_error(m, workload, probe) for m in options]
     return options[int(np.argmin(errors))]
 
