@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -688,7 +688,7 @@ class _SpecKind:
     takes_theta: bool
     ndim: int | None
     otherwise: str
-    build: object
+    build: Callable[[tuple[int, ...], int | None], Policy]
     full: bool = False
 
 
@@ -700,7 +700,7 @@ SPEC_KINDS = {
     "line": _SpecKind(False, 1, "use grid:1", lambda shape, theta: line(shape[0])),
     "threshold": _SpecKind(True, 1, "use grid:θ", lambda shape, theta: complete(shape) if theta is None else threshold(shape[0], theta),
                            full=True),
-    "grid": _SpecKind(True, None, "", lambda shape, theta: grid(shape, theta)),
+    "grid": _SpecKind(True, None, "", lambda shape, theta: grid(shape) if theta is None else grid(shape, theta)),
 }
 #: Every spec text a family of :data:`SPEC_KINDS` takes, in its order: ``kind``, ``kind:θ``, ``kind:full``.
 SPEC_FORMS = tuple(form for kind, family in SPEC_KINDS.items()

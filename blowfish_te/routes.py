@@ -24,7 +24,9 @@ tags and methods.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -39,8 +41,8 @@ from .strategies.base import sparse_rows
 from .transform import transform
 from .workloads import MarginalCounts, Workload
 
-__all__ = ["ROUTES", "Candidate", "ChoiceRoute", "ExactRoute", "NativeRoute", "Outcome", "Plan", "Release",
-           "Request", "TransformRoute", "plan_routes"]
+__all__ = ["ROUTES", "Candidate", "ChoiceRoute", "Chooser", "ExactMechanism", "ExactRoute", "NativeMechanismLike",
+           "NativeRoute", "Outcome", "Plan", "Release", "Request", "RoutedMechanism", "TransformRoute", "plan_routes"]
 
 #: The routes a caller may request.
 ROUTES = ("auto", "transform", "exact")
@@ -69,6 +71,60 @@ class Outcome:
     unconstrained_answers: np.ndarray | None = None
 
 
+class RoutedMechanism(Protocol):
+    """What the planner and the transform route may ask of every mechanism (the routes know
+    mechanisms only through this; :class:`blowfish_te.mechanisms.Mechanism` implements it):
+    its tags — the routes it gets, whether it has an analytic error, models records, and how it
+    samples — and the ε-DP release on unit changes that a transform route runs on (W_T, x_T)."""
+
+    name: str
+    routes: tuple[str, ...]
+    analytic_error: bool
+    models_records: bool
+    sampler: str
+
+    def registry(self) -> Mapping[str, Any]: ...
+
+    def handles_large_domain(self, workload: Workload) -> bool: ...
+
+    def total_source(self) -> str | None: ...
+
+    def expected_error(self, workload: Workload, epsilon: float) -> float | None: ...
+
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: Any) -> Outcome: ...
+
+    def marginals_read(self, workload: Workload, policy: Policy | None = None) -> tuple[tuple[int, ...], ...] | None: ...
+
+    def _cache(self, label: str) -> IdentityCache: ...
+
+
+class ExactMechanism(RoutedMechanism, Protocol):
+    """A mechanism tagged ``"exact"`` (linear, data-independent): its error and release under a
+    policy's own sensitivity Δ_G (``policy``), or for unit changes (None)."""
+
+    def expected_error(self, workload: Workload, epsilon: float, policy: Policy | None = None) -> float | None: ...
+
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: Any,
+                policy: Policy | None = None) -> Outcome: ...
+
+
+class NativeMechanismLike(RoutedMechanism, Protocol):
+    """A mechanism tagged ``"native"``: it reads the policy itself."""
+
+    def check_policy(self, workload: Workload, policy: Policy) -> None: ...
+
+    def expected_error_native(self, workload: Workload, epsilon: float, policy: Policy) -> float | None: ...
+
+    def compute(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen: Any) -> Outcome: ...
+
+
+class Chooser(RoutedMechanism, Protocol):
+    """A mechanism tagged ``"choice"``: it lists the (mechanism, route) pairs it compares, and a note."""
+
+    def choices(self, workload: Workload, policy: Policy | None = None,
+                route: str = "auto") -> tuple[list[tuple[Any, str]], str]: ...
+
+
 @dataclass(frozen=True)
 class Request:
     """What the caller asked for: the workload, policy, ε, mechanism, requested route and forest
@@ -77,7 +133,7 @@ class Request:
     workload: Workload
     policy: Policy
     epsilon: float
-    mechanism: object
+    mechanism: RoutedMechanism
     route: str = "auto"
     tree: Policy | None = None
     #: The lowest per-query MSE of candidates compared outside this plan (a chooser's other
@@ -99,10 +155,11 @@ class Candidate:
     #: Set on a transform route skipped without computing its error: a lower bound on its
     #: per-query MSE that already exceeded a candidate's error (see :func:`transform_floor`).
     floor: float | None = None
-    mechanism: object = field(default=None, compare=False, repr=False)
-    workload: Workload | None = field(default=None, compare=False, repr=False)
-    policy: Policy | None = field(default=None, compare=False, repr=False)
-    epsilon: float | None = field(default=None, compare=False, repr=False)
+    # always set by the route that lists the candidate (the defaults only order the fields)
+    mechanism: RoutedMechanism = field(default=cast(RoutedMechanism, None), compare=False, repr=False)
+    workload: Workload = field(default=cast(Workload, None), compare=False, repr=False)
+    policy: Policy = field(default=cast(Policy, None), compare=False, repr=False)
+    epsilon: float = field(default=cast(float, None), compare=False, repr=False)
 
     @classmethod
     def candidates(cls, request: Request, found: list[Candidate]) -> tuple[list[Candidate], str]:
@@ -125,8 +182,9 @@ class Candidate:
     def check(self, x: np.ndarray) -> None:
         """Refuse a validated histogram this route cannot release (before any noise is drawn)."""
 
-    def execute(self, x: np.ndarray, gen) -> Outcome:
-        """Release the workload on the validated histogram ``x`` this way (spends ε once)."""
+    def execute(self, x: np.ndarray | MarginalCounts, gen) -> Outcome:
+        """Release the workload on the validated histogram ``x`` (or, in the exact route of a
+        mechanism that reads marginals only, their counts) this way (spends ε once)."""
         raise NotImplementedError
 
 
@@ -150,7 +208,7 @@ class NativeRoute(Candidate):
 
     @classmethod
     def candidates(cls, request, found):
-        mech = request.mechanism
+        mech = cast(NativeMechanismLike, request.mechanism)  # tagged "native"
         if request.tree is not None or request.route != "auto":
             raise ValueError(f"mechanism {mech.name!r} is Blowfish-native: it picks its own measurements (route 'auto', no tree)")
         mech.check_policy(request.workload, request.policy)
@@ -177,7 +235,8 @@ class ExactRoute(Candidate):
             return [], ""
         if request.route == "transform":
             return [], ""
-        mech, workload, policy, epsilon = request.mechanism, request.workload, request.policy, request.epsilon
+        mech = cast(ExactMechanism, request.mechanism)  # tagged "exact"
+        workload, policy, epsilon = request.workload, request.policy, request.epsilon
         expected = _analytic(lambda: mech.expected_error(workload, epsilon, policy=policy))
         if request.route == "exact":
             reason = "route='exact' requested"
@@ -318,7 +377,7 @@ class ChoiceRoute:
     def candidates(cls, request, found):
         from .strategies.store import choice_key, default_store
 
-        mech = request.mechanism
+        mech = cast(Chooser, request.mechanism)  # tagged "choice"
         pairs, note = mech.choices(request.workload, request.policy, request.route)
         store = default_store()
         # a plug-in's code can change under the same name: choices that compare one are not kept
@@ -378,6 +437,8 @@ def _choice_record(request, listed: list[Candidate], reason: str) -> dict:
 def _stored_choice(request, pairs, record: dict | None):
     """(candidates, reason) from a stored choice: the winner planned anew (it must give its stored
     error), the others listed as stored; None when there is no usable record."""
+    if record is None:
+        return None
     try:
         winner = record["winner"]
         subs = {sub.name: sub for sub, _ in pairs}
@@ -410,7 +471,8 @@ def _stored_choice(request, pairs, record: dict | None):
 
 
 #: Route classes by the tag a mechanism declares in ``routes``.
-ROUTE_CLASSES = {"exact": ExactRoute, "transform": TransformRoute, "native": NativeRoute, "choice": ChoiceRoute}
+ROUTE_CLASSES: dict[str, type[Candidate] | type[ChoiceRoute]] = {
+    "exact": ExactRoute, "transform": TransformRoute, "native": NativeRoute, "choice": ChoiceRoute}
 
 
 def rank_key(c: Candidate) -> tuple:
@@ -438,7 +500,8 @@ def plan_routes(workload: Workload, policy: Policy, epsilon: float, mechanism, r
 
 
 def _plan(request: Request) -> Plan:
-    found, reasons = [], []
+    found: list[Candidate] = []
+    reasons: list[str] = []
     for tag in request.mechanism.routes:
         listed, reason = ROUTE_CLASSES[tag].candidates(request, found)
         if listed:
@@ -462,10 +525,10 @@ class Plan:
     chosen: Candidate
     considered: tuple[Candidate, ...]
     reason: str
-    workload: Workload = field(repr=False, default=None)
-    policy: Policy = field(repr=False, default=None)
-    epsilon: float = field(repr=False, default=None)
-    mechanism: object = field(repr=False, default=None)
+    workload: Workload = field(repr=False, default=cast(Workload, None))
+    policy: Policy = field(repr=False, default=cast(Policy, None))
+    epsilon: float = field(repr=False, default=cast(float, None))
+    mechanism: RoutedMechanism = field(repr=False, default=cast(RoutedMechanism, None))
 
     def _label(self, c: Candidate) -> str:
         return c.label if c.mechanism is self.mechanism else f"{c.mechanism.name}: {c.label}"
@@ -502,10 +565,9 @@ class Plan:
         """The marginals (attribute tuples) the chosen route reads, when it reads marginals only:
         count them from the records (:func:`blowfish_te.io.marginal_counts`) and release from
         those counts instead of the histogram. None when the route needs the histogram."""
-        mech = self.chosen.mechanism
-        if self.chosen.route != "exact" or not hasattr(mech, "marginals_read"):
+        if self.chosen.route != "exact":
             return None
-        return mech.marginals_read(self.workload, self.policy)
+        return self.chosen.mechanism.marginals_read(self.workload, self.policy)
 
     def check(self, x) -> np.ndarray | MarginalCounts:
         """``x`` validated for this plan (a histogram of the policy's shape the route accepts, or
@@ -526,8 +588,9 @@ class Plan:
         self.chosen.check(counts)
         return counts
 
-    def execute(self, x: np.ndarray, gen) -> Outcome:
-        """The chosen route's outcome on a validated histogram, its answers checked."""
+    def execute(self, x: np.ndarray | MarginalCounts, gen) -> Outcome:
+        """The chosen route's outcome on a validated histogram (or the marginal counts the route
+        reads), its answers checked."""
         outcome = self.chosen.execute(x, gen)
         answers = checked_answers(outcome.answers, self.workload.num_queries, self.chosen.mechanism.name)
         return replace(outcome, answers=answers)
@@ -537,13 +600,16 @@ class Plan:
         one place a :class:`Release` is made."""
         return self.release_checked(self.check(x), rng)
 
-    def release_checked(self, x: np.ndarray, rng: RNGLike) -> Release:
+    def release_checked(self, x: np.ndarray | MarginalCounts, rng: RNGLike) -> Release:
         """:meth:`release` of a histogram :meth:`check` has validated."""
         mech, chosen = self.chosen.mechanism, self.chosen
         gen = check_rng(rng)
         tally = gen.tally() if isinstance(gen, SecureRandom) else None
         outcome = self.execute(x, gen)
-        sampler, secure = gen.summary(tally) if tally is not None else (mech.sampler, False)
+        if isinstance(gen, SecureRandom) and tally is not None:
+            sampler, secure = gen.summary(tally)
+        else:
+            sampler, secure = mech.sampler, False
         if outcome.sensitivity == 0:
             sampler = "none (sensitivity 0: exact answers)"
         answers = outcome.answers
@@ -553,13 +619,14 @@ class Plan:
             unconstrained = np.array(unconstrained, dtype=np.float64)
             unconstrained.flags.writeable = False
         choice = self.reason + "; considered: " + "; ".join(f"{self._label(c)} {c.outcome_text}" for c in self.considered)
-        if mech.total_source() is not None:
-            choice += "; " + mech.total_source()
+        total_source = mech.total_source()
+        if total_source is not None:
+            choice += "; " + total_source
         if outcome.notes:
             choice += "; " + outcome.notes
         return Release(
             answers=answers, epsilon=self.epsilon, policy=self.policy, mechanism=mech.name, route=chosen.route,
-            tree=None if chosen.route != "transform" else chosen.tree.name, stretch=chosen.stretch,
+            tree=None if chosen.route != "transform" or chosen.tree is None else chosen.tree.name, stretch=chosen.stretch,
             workload=self.workload.name, component_totals=dict(outcome.component_totals), sampler=sampler,
             secure=secure, expected_mse=chosen.expected_mse, sensitivity=outcome.sensitivity,
             noise_scale=outcome.noise_scale, choice=choice, public_counts=outcome.public_counts,

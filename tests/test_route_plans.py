@@ -483,3 +483,31 @@ def test_release_to_dict_of_a_constrained_release_holds_the_unconstrained_answer
     assert len(d["unconstrained_answers"]) == 8
     assert d["public_counts"] == {"[0..3]": 4}
     assert d["answers"] == release.answers.tolist()
+
+
+def _protocol_members(protocol) -> set[str]:
+    """The attributes and methods a routes Protocol (and the Protocols it extends) asks for."""
+    members = set()
+    for base in protocol.__mro__:
+        if base is object or base.__name__ in ("Protocol", "Generic"):
+            continue
+        members |= set(getattr(base, "__annotations__", {}))
+        members |= {name for name, value in vars(base).items() if callable(value) and not name.startswith("__")}
+    return members
+
+
+def test_every_registered_mechanism_offers_what_its_route_tags_ask_for():
+    """The routes know a mechanism only through the Protocols of blowfish_te.routes: every
+    registered class has every member of RoutedMechanism, and of the Protocol of each route it
+    is tagged with (a member missing would fail only when that route is planned)."""
+    from blowfish_te import routes
+    from blowfish_te.mechanisms import MECHANISMS
+
+    by_tag = {"exact": routes.ExactMechanism, "native": routes.NativeMechanismLike, "choice": routes.Chooser,
+              "transform": routes.RoutedMechanism}
+    assert "measure" in _protocol_members(routes.ExactMechanism) and "name" in _protocol_members(routes.RoutedMechanism)
+    for name, cls in MECHANISMS.items():
+        assert set(cls.routes) <= set(by_tag), (name, cls.routes)
+        for tag in cls.routes:
+            missing = {m for m in _protocol_members(by_tag[tag]) if not hasattr(cls, m)}
+            assert not missing, f"{name} is tagged {tag!r} but lacks {sorted(missing)}"

@@ -40,7 +40,7 @@ from ..noise import NUMPY_LAPLACE, RNGLike, add_laplace, check_rng
 from ..policies import Policy
 from ..routes import Outcome
 from ..sensitivity import check_compatible, sensitivity
-from ..strategies.base import integer_entries
+from ..strategies.base import LeastSquares, integer_entries
 from ..workloads import Workload, as_workload
 
 #: Cache key standing for "no policy": sensitivity for unit changes.
@@ -226,6 +226,11 @@ class Mechanism(ABC):
         only such mechanisms on domains too large for a histogram."""
         return False
 
+    def marginals_read(self, workload: Workload, policy: Policy | None = None) -> tuple[tuple[int, ...], ...] | None:
+        """The marginals (attribute tuples) the release reads when it reads marginals only, else
+        None (it needs the histogram)."""
+        return None
+
     def total_source(self) -> str | None:
         """For mechanisms that use the record total: whether it was given as public or measured
         (and with what share of ε); the release's ``choice`` reports it. None: not used."""
@@ -303,27 +308,27 @@ class LinearMechanism(Mechanism):
     analytic_error = True
 
     @abstractmethod
-    def strategy(self, workload: Workload) -> Workload:
+    def strategy(self, workload: Workload) -> LeastSquares:
         """The measured queries A (depending on the workload only, never on the data)."""
 
-    def policy_strategy(self, workload: Workload, policy: Policy) -> Workload:
+    def policy_strategy(self, workload: Workload, policy: Policy) -> LeastSquares:
         """The measured queries of the exact route under ``policy`` (depending on the workload and
         policy only, never on the data); by default :meth:`strategy`. Whatever it returns, the noise
         is calibrated to Δ_G of it computed from the policy's edges."""
         return self.strategy(workload)
 
-    def _strategy_for(self, workload: Workload, policy: Policy | None) -> Workload:
+    def _strategy_for(self, workload: Workload, policy: Policy | None) -> LeastSquares:
         return self.strategy(workload) if policy is None else self.policy_strategy(workload, policy)
 
-    def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:
+    def reconstruct(self, workload: Workload, strategy: LeastSquares, y: np.ndarray) -> np.ndarray:
         """Answers ŷ = W A⁺ y from the noisy measurements y."""
         return workload.matvec(strategy.pinv(y))
 
-    def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> float | None:
+    def reconstruction_frobenius_sq(self, workload: Workload, strategy: LeastSquares) -> float | None:
         """‖R‖_F² for the reconstruction of :meth:`reconstruct`; None if it is not linear."""
         return strategy.lstsq_frobenius_sq(workload)
 
-    def _frobenius(self, workload: Workload, strategy: Workload) -> float | None:
+    def _frobenius(self, workload: Workload, strategy: LeastSquares) -> float | None:
         """‖R‖_F², cached per (workload, strategy) object."""
         per_workload = self._cache("frobenius").get(workload, IdentityCache)
         return per_workload.get(strategy, lambda: self.reconstruction_frobenius_sq(workload, strategy))

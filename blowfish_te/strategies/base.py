@@ -39,8 +39,9 @@ def sparse_rows(workload: Workload) -> sp.csr_array | None:
     return rows if rows.nnz <= MAX_ROW_NONZEROS else None
 
 
-class LeastSquares:
-    """Mixin for a strategy workload A (p × K) that carries its own linear estimator x̂ = A⁺ y.
+class LeastSquares(Workload):
+    """A strategy: a workload A (p × K) that carries its own linear estimator x̂ = A⁺ y (a base
+    placed before the workload class it refines, e.g. ``class S(LeastSquares, Boxes)``).
 
     Subclasses implement ``_pinv_matmat`` (A⁺ on a (p, c) block) and ``_pinv_rmatmat`` ((A⁺)ᵀ on
     a (K, c) block). A⁺ is exact least squares for full-column-rank A — except Privelet on a
