@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TypeGuard
 
 import numpy as np
 
@@ -70,7 +71,7 @@ def check_shape(shape, name: str = "shape", maximum: int = MAX_CELLS) -> tuple[i
     return axes
 
 
-def is_int(value) -> bool:
+def is_int(value: object) -> TypeGuard[int | np.integer]:
     """Whether ``value`` is an integer (Python or numpy), bools excluded."""
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 

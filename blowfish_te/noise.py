@@ -20,6 +20,8 @@ from .secure import SecureRandom
 
 #: What every ``rng`` argument accepts.
 RNGLike = np.random.Generator | SecureRandom | int | None
+#: What :func:`check_rng` returns and every sampler draws from.
+RandomSource = np.random.Generator | SecureRandom
 
 #: Name recorded in every release drawn from a numpy Generator. It is the fast experimental path:
 #: textbook floating-point Laplace sampling, which is not hardened against Mironov's (2012)
@@ -27,7 +29,7 @@ RNGLike = np.random.Generator | SecureRandom | int | None
 NUMPY_LAPLACE = "numpy.random.Generator.laplace (floating point, not hardened)"
 
 
-def check_rng(rng: RNGLike, name: str = "rng") -> np.random.Generator | SecureRandom:
+def check_rng(rng: RNGLike, name: str = "rng") -> RandomSource:
     """Return the generator for ``rng``: a Generator or SecureRandom as given, a
     ``numpy.random.Generator`` for a non-negative int seed, a new SecureRandom for None."""
     if isinstance(rng, (np.random.Generator, SecureRandom)):

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from ._digest import digest
 from ._graph import csgraph_ready, signed_incidence
@@ -26,6 +28,12 @@ from ._grid import offset_pairs, positive_offsets
 from ._grid import shape_label as _fmt
 from ._validation import MAX_CELLS, MAX_DOMAIN_CELLS, as_array, check_int, check_shape, check_size, is_int
 from .errors import SpecError
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+#: A domain's shape as the constructors take it: K, or the sides of a grid.
+ShapeLike = int | Sequence[int]
 
 __all__ = [
     "BOTTOM",
@@ -59,7 +67,7 @@ class _Bottom:
 
     _instance = None
 
-    def __new__(cls):
+    def __new__(cls) -> _Bottom:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -67,7 +75,7 @@ class _Bottom:
     def __repr__(self) -> str:
         return "BOTTOM"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[_Bottom], tuple[()]]:
         return (_Bottom, ())
 
 
@@ -153,7 +161,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _arrays(block) -> tuple[np.ndarray, ...]:
+def _arrays(block: EdgeBlock) -> tuple[np.ndarray, ...]:
     if isinstance(block, BottomEdges):
         return ()  # made read-only when first made
     if isinstance(block, PairEdges):
@@ -161,7 +169,7 @@ def _arrays(block) -> tuple[np.ndarray, ...]:
     return (block.cells,) if isinstance(block, CliqueEdges) else ()
 
 
-def _private_copy(block):
+def _private_copy(block: EdgeBlock) -> EdgeBlock:
     """The block with copies of the caller's arrays (int64), so later edits cannot reach the policy."""
     if isinstance(block, BottomEdges):
         return BottomEdges(block.k)
@@ -172,11 +180,11 @@ def _private_copy(block):
     return block
 
 
-def _restore(shape, blocks, has_bottom, name) -> Policy:
+def _restore(shape: tuple[int, ...], blocks: Iterable[EdgeBlock], has_bottom: bool, name: str) -> Policy:
     return Policy._trusted(shape, [_private_copy(b) for b in blocks], has_bottom=has_bottom, name=name)
 
 
-def _check_block(block, shape: tuple[int, ...], k: int, has_bottom: bool) -> None:
+def _check_block(block: object, shape: tuple[int, ...], k: int, has_bottom: bool) -> None:
     """Raise unless ``block`` is a well-formed edge block for the grid ``shape``."""
     if isinstance(block, OffsetEdges):
         off = block.offset
@@ -223,7 +231,8 @@ class Policy:
     _name: str
     _cache: dict
 
-    def __init__(self, shape, blocks: Iterable[EdgeBlock], *, has_bottom: bool = False, name: str | None = None):
+    def __init__(self, shape: ShapeLike, blocks: Iterable[EdgeBlock], *, has_bottom: bool = False,
+                 name: str | None = None) -> None:
         """A policy from edge blocks, all checked: block types, index ranges, ⊥ only when
         ``has_bottom``, and no edge listed twice. Constructors such as :func:`from_edges` are simpler."""
         shape = check_shape(shape)
@@ -240,13 +249,14 @@ class Policy:
             raise ValueError("blocks list some edge more than once; each edge must appear in one block only")
 
     @classmethod
-    def _trusted(cls, shape, blocks, *, has_bottom: bool = False, name: str | None = None) -> Policy:
+    def _trusted(cls, shape: ShapeLike, blocks: Sequence[EdgeBlock], *, has_bottom: bool = False,
+                 name: str | None = None) -> Policy:
         """A policy from blocks that the library's constructors built canonical and disjoint."""
         self = cls.__new__(cls)
         self._init(check_shape(shape, "shape", MAX_DOMAIN_CELLS), blocks, has_bottom, name)
         return self
 
-    def _init(self, shape, blocks, has_bottom, name) -> None:
+    def _init(self, shape: tuple[int, ...], blocks: Sequence[EdgeBlock], has_bottom: bool, name: str | None) -> None:
         for block in blocks:  # arrays the policy owns: nobody may edit them after use
             for array in _arrays(block):
                 array.flags.writeable = False
@@ -256,10 +266,10 @@ class Policy:
         object.__setattr__(self, "_name", name or f"policy({shape})")
         object.__setattr__(self, "_cache", {})
 
-    def __setattr__(self, key, value):
+    def __setattr__(self, key: str, value: object) -> NoReturn:
         raise AttributeError("Policy objects are immutable")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Policy], tuple[object, ...]]:
         # pickle and copy rebuild from the blocks (the caches are not carried over)
         return (_restore, (self._shape, self._blocks, self._has_bottom, self._name))
 
@@ -434,7 +444,7 @@ class Policy:
         itself (W_G = W), and its neighbours add or remove one record."""
         return self._has_bottom and self.is_differential_privacy
 
-    def vertex(self, value) -> int:
+    def vertex(self, value: int | tuple[int, ...] | _Bottom) -> int:
         """Vertex index of a cell (flat index or coordinate tuple) or of :data:`BOTTOM`."""
         if value is BOTTOM:
             if not self._has_bottom:
@@ -451,7 +461,7 @@ class Policy:
             raise ValueError(f"cell index {index} is outside the domain of {self.size} cells")
         return index
 
-    def distance(self, u, v) -> int | float:
+    def distance(self, u: int | tuple[int, ...] | _Bottom, v: int | tuple[int, ...] | _Bottom) -> int | float:
         """Graph distance between two vertices (cells or BOTTOM); ``inf`` when disconnected."""
         iu, iv = self.vertex(u), self.vertex(v)
         if iu == iv:
@@ -461,7 +471,7 @@ class Policy:
         d = dist[iv]
         return int(d) if np.isfinite(d) else math.inf
 
-    def to_networkx(self):
+    def to_networkx(self) -> nx.Graph:
         """The policy as a ``networkx.Graph`` on cells 0..K-1 (and BOTTOM)."""
         import networkx as nx
 
@@ -483,7 +493,7 @@ def _full_clique(shape: tuple[int, ...]) -> list[EdgeBlock]:
     return [CliqueEdges(_readonly(np.arange(math.prod(shape), dtype=np.int64)))]
 
 
-def complete(shape) -> Policy:
+def complete(shape: ShapeLike) -> Policy:
     """G_full: every pair of cells — bounded differential privacy (change one record arbitrarily).
 
     >>> complete(4).num_edges, complete(4).has_bottom
@@ -493,7 +503,7 @@ def complete(shape) -> Policy:
     return Policy._trusted(shape, _full_clique(shape), name=f"complete({_fmt(shape)})")
 
 
-def unbounded(shape) -> Policy:
+def unbounded(shape: ShapeLike) -> Policy:
     """Edges (u, ⊥) for every cell — unbounded differential privacy (add or remove one record).
 
     >>> unbounded(3).edges.tolist()  # ⊥ is the index K = 3
@@ -527,7 +537,7 @@ def threshold(k: int, theta: int) -> Policy:
     return Policy._trusted((k,), [OffsetEdges((d,)) for d in range(1, theta + 1)], name=name)
 
 
-def grid(shape, theta: int = 1) -> Policy:
+def grid(shape: ShapeLike, theta: int = 1) -> Policy:
     """Cells at L1 distance <= θ; θ = 1 is the d-dimensional grid graph G^1_{k^d}.
 
     >>> grid((3, 3)).num_edges, grid((3, 3), theta=2).num_edges
@@ -543,7 +553,7 @@ def grid(shape, theta: int = 1) -> Policy:
     return Policy._trusted(shape, blocks, name=name)
 
 
-def attribute(shape) -> Policy:
+def attribute(shape: ShapeLike) -> Policy:
     """G_attr: cells that differ in exactly one coordinate, by any amount."""
     shape = check_shape(shape, "shape", MAX_DOMAIN_CELLS)  # offsets, not edges
     blocks = []
@@ -559,7 +569,7 @@ def attribute(shape) -> Policy:
 SMALL_CLIQUE = 32
 
 
-def partition(labels) -> Policy:
+def partition(labels: ArrayLike) -> Policy:
     """G_P: a clique on each block of cells sharing a label; blocks are not protected from each other.
 
     ``labels`` has the domain's shape (or is flat); each block's total is disclosed exactly.
@@ -603,7 +613,7 @@ def _canonical_pairs(a: np.ndarray, b: np.ndarray, k: int, what: str) -> PairEdg
     return PairEdges(_readonly(u.astype(np.int64)), _readonly(v.astype(np.int64)))
 
 
-def from_edges(shape, edges) -> Policy:
+def from_edges(shape: ShapeLike, edges: ArrayLike) -> Policy:
     """A policy from an ``(|E|, 2)`` integer array of cell pairs; the index K stands for ⊥.
 
     Edges are undirected; duplicates and orientation are normalised, self-loops are refused.
@@ -624,7 +634,7 @@ def from_edges(shape, edges) -> Policy:
     return Policy._trusted(shape, [block], has_bottom=has_bottom, name=f"from_edges({_fmt(shape)}, {block.u.size} edges)")
 
 
-def from_networkx(graph, shape=None) -> Policy:
+def from_networkx(graph: nx.Graph, shape: ShapeLike | None = None) -> Policy:
     """A policy from a networkx graph whose nodes are cells (and optionally :data:`BOTTOM`).
 
     Without ``shape`` the cell nodes must be exactly the integers 0..K-1. With ``shape`` nodes may be
@@ -652,7 +662,7 @@ def from_networkx(graph, shape=None) -> Policy:
     k = math.prod(shape)
     bottom_index = k
 
-    def index(node) -> int:
+    def index(node: Hashable) -> int:
         if node is BOTTOM:
             return bottom_index
         if isinstance(node, tuple) and len(node) == len(shape) and all(
@@ -726,7 +736,7 @@ class PolicySpec:
     full: bool = False
 
     @classmethod
-    def parse(cls, spec) -> PolicySpec:
+    def parse(cls, spec: str | PolicySpec) -> PolicySpec:
         """The spec of ``spec`` (a string, or a PolicySpec); :class:`SpecError` names what is allowed."""
         if isinstance(spec, PolicySpec):
             return spec
@@ -749,13 +759,13 @@ class PolicySpec:
         """Whether the family needs a 1-D domain (``line``, ``threshold``)."""
         return SPEC_KINDS[self.kind].ndim == 1
 
-    def theta_on(self, shape) -> float | None:
+    def theta_on(self, shape: ShapeLike) -> float | None:
         """θ on a domain of ``shape`` (``full`` counts as the domain's size), None without θ."""
         if self.full:
             return float(check_shape(shape, "shape")[0])
         return None if self.theta is None else float(self.theta)
 
-    def build(self, shape) -> Policy:
+    def build(self, shape: ShapeLike) -> Policy:
         """The policy on a domain of ``shape`` (an int for 1-D)."""
         try:
             shape = check_shape(shape, "shape", MAX_DOMAIN_CELLS)  # each constructor checks what it lists
@@ -770,7 +780,7 @@ class PolicySpec:
             raise SpecError(f"policy {self.text!r}: {err}") from None
 
 
-def from_spec(spec: str, shape) -> Policy:
+def from_spec(spec: str | PolicySpec, shape: ShapeLike) -> Policy:
     """The policy named by ``spec`` on a domain of ``shape`` (an int for 1-D): see
     :class:`PolicySpec`. Raises :class:`SpecError` naming what is allowed.
 
@@ -780,7 +790,7 @@ def from_spec(spec: str, shape) -> Policy:
     return PolicySpec.parse(spec).build(shape)
 
 
-def check_policy(policy, name: str = "policy") -> Policy:
+def check_policy(policy: object, name: str = "policy") -> Policy:
     """Return ``policy``; raise a TypeError naming the argument unless it is a :class:`Policy`."""
     if not isinstance(policy, Policy):
         raise TypeError(f"{name} must be a blowfish_te Policy, got {type(policy).__name__}")

@@ -9,19 +9,28 @@ data-independent; :meth:`Plan.release <blowfish_te.routes.Plan.release>` execute
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from numpy.typing import ArrayLike
+
 from ._validation import MAX_CELLS, check_epsilon
 from .mechanisms import get_mechanism
 from .noise import RNGLike
 from .policies import Policy
 from .routes import ROUTES, Plan, Release, plan_routes
 from .sensitivity import check_compatible
-from .workloads import as_workload
+from .workloads import Workload, as_workload
+
+if TYPE_CHECKING:
+    from .constraints import Constraints
+    from .mechanisms import Mechanism
 
 __all__ = ["ROUTES", "Plan", "Release", "answer", "plan"]
 
 
-def plan(workload, policy: Policy, epsilon: float, mechanism=None, route: str = "auto", tree=None, *,
-         constraints=None, moves: str = "any") -> Plan:
+def plan(workload: Workload | ArrayLike, policy: Policy, epsilon: float, mechanism: str | Mechanism | None = None,
+         route: str = "auto", tree: Policy | str | None = None, *, constraints: Constraints | None = None,
+         moves: str = "any") -> Plan:
     """Decide how :func:`answer` releases ``workload`` under ``policy`` (data-independent): a
     :class:`Plan` to inspect (``summary()``) and execute (``release(x, rng)``). Plans are cached
     per (mechanism, workload, policy, ε, route, tree name), so repeated releases plan once.
@@ -29,8 +38,9 @@ def plan(workload, policy: Policy, epsilon: float, mechanism=None, route: str = 
     return make_plan(workload, policy, epsilon, mechanism, route, tree, constraints, moves)
 
 
-def make_plan(workload, policy: Policy, epsilon: float, mechanism=None, route: str = "auto", tree=None,
-              constraints=None, moves: str = "any", records=None) -> Plan:
+def make_plan(workload: Workload | ArrayLike, policy: Policy, epsilon: float, mechanism: str | Mechanism | None = None,
+              route: str = "auto", tree: Policy | str | None = None, constraints: Constraints | None = None,
+              moves: str = "any", records: ArrayLike | None = None) -> Plan:
     """:func:`plan`, with ``records``: under constraints, the record ids whose records x holds
     (a part of a parallel composition, :mod:`blowfish_te.budget`)."""
     workload = as_workload(workload)
@@ -56,16 +66,16 @@ def make_plan(workload, policy: Policy, epsilon: float, mechanism=None, route: s
 
 
 def answer(
-    workload,
-    x,
+    workload: Workload | ArrayLike,
+    x: ArrayLike,
     policy: Policy,
     epsilon: float,
-    mechanism=None,
+    mechanism: str | Mechanism | None = None,
     rng: RNGLike = None,
     route: str = "auto",
-    tree=None,
+    tree: Policy | str | None = None,
     *,
-    constraints=None,
+    constraints: Constraints | None = None,
     moves: str = "any",
 ) -> Release:
     """Answer ``workload`` on histogram ``x`` with (ε, policy)-Blowfish privacy.

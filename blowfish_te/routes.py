@@ -24,21 +24,22 @@ tags and methods.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import trees as tree_lib
 from ._cache import IdentityCache
 from ._validation import check_histogram
 from .forest import CyclicPolicyError
-from .noise import RNGLike, check_rng
+from .noise import RandomSource, RNGLike, check_rng
 from .policies import Policy
 from .secure import SecureRandom
 from .strategies.base import sparse_rows
-from .transform import transform
+from .transform import TreeTransform, transform
 from .workloads import MarginalCounts, Workload
 
 __all__ = ["ROUTES", "Candidate", "ChoiceRoute", "Chooser", "ExactMechanism", "ExactRoute", "NativeMechanismLike",
@@ -91,7 +92,7 @@ class RoutedMechanism(Protocol):
 
     def expected_error(self, workload: Workload, epsilon: float) -> float | None: ...
 
-    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: Any) -> Outcome: ...
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource) -> Outcome: ...
 
     def marginals_read(self, workload: Workload, policy: Policy | None = None) -> tuple[tuple[int, ...], ...] | None: ...
 
@@ -104,7 +105,7 @@ class ExactMechanism(RoutedMechanism, Protocol):
 
     def expected_error(self, workload: Workload, epsilon: float, policy: Policy | None = None) -> float | None: ...
 
-    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: Any,
+    def measure(self, workload: Workload, x: np.ndarray | MarginalCounts, epsilon: float, gen: RandomSource,
                 policy: Policy | None = None) -> Outcome: ...
 
 
@@ -115,7 +116,7 @@ class NativeMechanismLike(RoutedMechanism, Protocol):
 
     def expected_error_native(self, workload: Workload, epsilon: float, policy: Policy) -> float | None: ...
 
-    def compute(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen: Any) -> Outcome: ...
+    def compute(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen: RandomSource) -> Outcome: ...
 
 
 class Chooser(RoutedMechanism, Protocol):
@@ -182,17 +183,24 @@ class Candidate:
     def check(self, x: np.ndarray) -> None:
         """Refuse a validated histogram this route cannot release (before any noise is drawn)."""
 
-    def execute(self, x: np.ndarray | MarginalCounts, gen) -> Outcome:
+    def execute(self, x: np.ndarray | MarginalCounts, gen: RandomSource) -> Outcome:
         """Release the workload on the validated histogram ``x`` (or, in the exact route of a
         mechanism that reads marginals only, their counts) this way (spends ε once)."""
         raise NotImplementedError
+
+
+def _histogram(x: np.ndarray | MarginalCounts, route: str) -> np.ndarray:
+    """``x`` when it is a histogram: only an exact route reads marginal counts instead."""
+    if isinstance(x, MarginalCounts):
+        raise TypeError(f"route {route} releases from the histogram, not from marginal counts")
+    return x
 
 
 def _per_query(total: float | None, workload: Workload) -> float | None:
     return None if total is None else total / workload.num_queries
 
 
-def _analytic(compute) -> float | None:
+def _analytic(compute: Callable[[], float | None]) -> float | None:
     """An expected error, or None when the mechanism cannot compute one for this size."""
     try:
         return compute()
@@ -207,7 +215,7 @@ class NativeRoute(Candidate):
     route: str = "native"
 
     @classmethod
-    def candidates(cls, request, found):
+    def candidates(cls, request: Request, found: list[Candidate]) -> tuple[list[Candidate], str]:
         mech = cast(NativeMechanismLike, request.mechanism)  # tagged "native"
         if request.tree is not None or request.route != "auto":
             raise ValueError(f"mechanism {mech.name!r} is Blowfish-native: it picks its own measurements (route 'auto', no tree)")
@@ -217,8 +225,9 @@ class NativeRoute(Candidate):
                      policy=request.policy, epsilon=request.epsilon)],
                 f"{mech.name} is a Blowfish-native mechanism for this policy")
 
-    def execute(self, x, gen):
-        return self.mechanism.compute(self.workload, x, self.policy, self.epsilon, gen)
+    def execute(self, x: np.ndarray | MarginalCounts, gen: RandomSource) -> Outcome:
+        mech = cast(NativeMechanismLike, self.mechanism)  # tagged "native"
+        return mech.compute(self.workload, _histogram(x, self.label), self.policy, self.epsilon, gen)
 
 
 @dataclass(frozen=True)
@@ -228,7 +237,7 @@ class ExactRoute(Candidate):
     route: str = "exact"
 
     @classmethod
-    def candidates(cls, request, found):
+    def candidates(cls, request: Request, found: list[Candidate]) -> tuple[list[Candidate], str]:
         if request.tree is not None:
             if request.route == "exact":
                 raise ValueError("tree= applies to the transform route, not to route='exact'")
@@ -247,14 +256,15 @@ class ExactRoute(Candidate):
         return [cls(expected_mse=_per_query(expected, workload), mechanism=mech, workload=workload, policy=policy,
                     epsilon=epsilon)], reason
 
-    def execute(self, x, gen):
-        outcome = self.mechanism.measure(self.workload, x, self.epsilon, gen, policy=self.policy)
+    def execute(self, x: np.ndarray | MarginalCounts, gen: RandomSource) -> Outcome:
+        mech = cast(ExactMechanism, self.mechanism)  # tagged "exact"
+        outcome = mech.measure(self.workload, x, self.epsilon, gen, policy=self.policy)
         if outcome.sensitivity == 0 and isinstance(x, np.ndarray):  # exact functions of the component totals: say so
             return replace(outcome, component_totals=policy_totals(self.policy, x))
         return outcome
 
 
-def transform_floor(workload: Workload, tr, epsilon: float) -> float | None:
+def transform_floor(workload: Workload, tr: TreeTransform, epsilon: float) -> float | None:
     """A lower bound on the per-query MSE of every unbiased linear mechanism on (W_T, x_T) at ε/ℓ:
     2 ℓ²/ε² · mean over queries of ‖w_{T,q}‖∞². For a strategy B with column L1 norms <= Δ and
     a reconstruction R with R B = W_T, every w_{T,q,j} = b_jᵀ r_q, so |w_{T,q,j}| <= Δ ‖r_q‖₂ and
@@ -277,7 +287,7 @@ class TransformRoute(Candidate):
     route: str = "transform"
 
     @classmethod
-    def candidates(cls, request, found):
+    def candidates(cls, request: Request, found: list[Candidate]) -> tuple[list[Candidate], str]:
         mech, workload, policy, epsilon = request.mechanism, request.workload, request.policy, request.epsilon
         if request.route == "exact":
             return [], ""
@@ -303,7 +313,7 @@ class TransformRoute(Candidate):
                 "analytic error to choose a tree by): pass a spanning tree, e.g. tree='bfs' or a forest policy, "
                 "to run it at epsilon / stretch (an (ε/ℓ, T)-Blowfish mechanism is (ε, G)-Blowfish for ℓ the stretch)"
             )
-        listed = []
+        listed: list[Candidate] = []
         for t in tree_lib.candidates(policy).values():
             known = [c.expected_mse for c in found + listed if c.expected_mse is not None]
             known += [] if request.bound is None else [request.bound]
@@ -327,8 +337,9 @@ class TransformRoute(Candidate):
         return cls(tree=tr.tree, stretch=tr.stretch, expected_mse=_per_query(expected, workload), mechanism=mech,
                    workload=workload, policy=request.policy, epsilon=epsilon)
 
-    def execute(self, x, gen):
+    def execute(self, x: np.ndarray | MarginalCounts, gen: RandomSource) -> Outcome:
         mech, workload, policy = self.mechanism, self.workload, self.policy
+        x = _histogram(x, self.label)
         if policy.is_unbounded_dp:
             # unbounded DP: W_T = W and x_T = x cell by cell, so the mechanism sees the grid itself
             return mech.measure(workload, x, self.epsilon, gen)
@@ -356,7 +367,7 @@ class StoredCandidate(Candidate):
     def label(self) -> str:
         return self.stored_label
 
-    def execute(self, x, gen):
+    def execute(self, x: np.ndarray | MarginalCounts, gen: RandomSource) -> Outcome:
         raise RuntimeError("a stored candidate is listed in the plan, never executed")
 
 
@@ -374,7 +385,7 @@ class ChoiceRoute:
     compare a plug-in (a mechanism from outside the library) are not kept."""
 
     @classmethod
-    def candidates(cls, request, found):
+    def candidates(cls, request: Request, found: list[Candidate]) -> tuple[list[Candidate], str]:
         from .strategies.store import choice_key, default_store
 
         mech = cast(Chooser, request.mechanism)  # tagged "choice"
@@ -387,7 +398,9 @@ class ChoiceRoute:
         stored = _stored_choice(request, pairs, store.load_record(key))
         if stored is not None:
             return stored
-        per_pair, skipped, bound = {}, {}, None
+        per_pair: dict[int, tuple[Candidate, ...]] = {}
+        skipped: dict[int, str] = {}
+        bound: float | None = None
         # the optimised strategy first: usually the best, it bounds the others' transform routes
         order = sorted(range(len(pairs)), key=lambda i: pairs[i][0].name != "optimized")
         for i in order:
@@ -405,12 +418,12 @@ class ChoiceRoute:
             if errors:
                 bound = min(errors) if bound is None else min(bound, *errors)
         listed = [c for i in sorted(per_pair) for c in per_pair[i]]  # in the compared order: ties go to the first
-        skipped = [skipped[i] for i in sorted(skipped)]
+        not_applicable = [skipped[i] for i in sorted(skipped)]
         if not listed:
-            raise ValueError(f"no candidate mechanism of {mech.name} applies here: {'; '.join(skipped)}")
+            raise ValueError(f"no candidate mechanism of {mech.name} applies here: {'; '.join(not_applicable)}")
         reason = f"{mech.name}: lowest analytic expected error over {', '.join(m.name for m, _ in pairs)}; {note}"
-        if skipped:
-            reason += "; not applicable: " + ", ".join(skipped)
+        if not_applicable:
+            reason += "; not applicable: " + ", ".join(not_applicable)
         store.save_record(key, _choice_record(request, listed, reason))
         return listed, reason
 
@@ -419,7 +432,7 @@ def _at_unit(value: float | None, epsilon: float) -> float | None:
     return None if value is None else value * epsilon**2
 
 
-def _choice_record(request, listed: list[Candidate], reason: str) -> dict:
+def _choice_record(request: Request, listed: list[Candidate], reason: str) -> dict[str, Any]:
     """What a later plan needs to list this choice: the winner (its mechanism, route and tree)
     and every candidate's label and per-query MSE (or floor) at ε = 1."""
     winner = sorted(listed, key=rank_key)[0]
@@ -434,7 +447,8 @@ def _choice_record(request, listed: list[Candidate], reason: str) -> dict:
     }
 
 
-def _stored_choice(request, pairs, record: dict | None):
+def _stored_choice(request: Request, pairs: list[tuple[Any, str]],
+                  record: dict[str, Any] | None) -> tuple[list[Candidate], str] | None:
     """(candidates, reason) from a stored choice: the winner planned anew (it must give its stored
     error), the others listed as stored; None when there is no usable record."""
     if record is None:
@@ -482,7 +496,8 @@ def rank_key(c: Candidate) -> tuple:
     return (mse, c.route != "exact", c.stretch or 0)
 
 
-def plan_routes(workload: Workload, policy: Policy, epsilon: float, mechanism, route: str = "auto", tree=None) -> Plan:
+def plan_routes(workload: Workload, policy: Policy, epsilon: float, mechanism: RoutedMechanism, route: str = "auto",
+                tree: Policy | str | None = None) -> Plan:
     """The :class:`Plan` of ``mechanism`` (an instance) for validated arguments: every candidate
     of the routes the mechanism declares, ranked. ``tree`` is a forest policy, a tree name of
     :data:`blowfish_te.trees.TREES` or None. Plans are cached per (mechanism, workload, policy, ε,
@@ -569,7 +584,7 @@ class Plan:
             return None
         return self.chosen.mechanism.marginals_read(self.workload, self.policy)
 
-    def check(self, x) -> np.ndarray | MarginalCounts:
+    def check(self, x: ArrayLike | MarginalCounts) -> np.ndarray | MarginalCounts:
         """``x`` validated for this plan (a histogram of the policy's shape the route accepts, or
         the :class:`~blowfish_te.workloads.MarginalCounts` of every marginal the route reads),
         before any noise is drawn."""
@@ -588,14 +603,14 @@ class Plan:
         self.chosen.check(counts)
         return counts
 
-    def execute(self, x: np.ndarray | MarginalCounts, gen) -> Outcome:
+    def execute(self, x: np.ndarray | MarginalCounts, gen: RandomSource) -> Outcome:
         """The chosen route's outcome on a validated histogram (or the marginal counts the route
         reads), its answers checked."""
         outcome = self.chosen.execute(x, gen)
         answers = checked_answers(outcome.answers, self.workload.num_queries, self.chosen.mechanism.name)
         return replace(outcome, answers=answers)
 
-    def release(self, x, rng: RNGLike = None) -> Release:
+    def release(self, x: ArrayLike | MarginalCounts, rng: RNGLike = None) -> Release:
         """Execute the plan on histogram ``x`` with ``rng`` (see :func:`blowfish_te.answer`): the
         one place a :class:`Release` is made."""
         return self.release_checked(self.check(x), rng)
@@ -699,7 +714,7 @@ def policy_totals(policy: Policy, x: np.ndarray) -> dict[int, int]:
     return {int(last[c]): int(sums[c]) for c in np.flatnonzero(free & (last >= 0))}
 
 
-def checked_answers(values, m: int, name: str) -> np.ndarray:
+def checked_answers(values: ArrayLike, m: int, name: str) -> np.ndarray:
     """``values`` as m finite floats, else a ValueError naming the mechanism."""
     answers = np.asarray(values, dtype=np.float64)
     if answers.shape != (m,):

@@ -16,7 +16,8 @@ def test_readme_python_blocks_run():
 
 def test_readme_commands_match_ci():
     ci = (pathlib.Path(__file__).parent.parent / ".ci" / "run").read_text()
-    test_command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && ruff check . && python -m pytest -q'
+    test_command = ('python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && ruff check . && mypy'
+                    ' && python -m pytest -q')
     assert test_command in README and test_command in ci
     assert "pip install -e . && blowfish-te demo" in README
 
@@ -40,3 +41,15 @@ def test_the_pre_commit_ruff_is_in_the_range_ci_installs():
     rev = regex.search(r"rev: v([0-9.]+)", config).group(1)
     allowed = regex.search(r'"ruff([^"]*)"', (root / "pyproject.toml").read_text()).group(1)
     assert rev in SpecifierSet(allowed), f"pre-commit runs ruff {rev}, CI installs ruff{allowed}"
+
+
+def test_the_type_checker_ci_runs_is_installed_and_checks_existing_modules():
+    """CI's bare ``mypy`` reads its modules from pyproject.toml: they exist, and mypy is a test extra."""
+    import tomllib
+
+    root = pathlib.Path(__file__).parent.parent
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    files = config["tool"]["mypy"]["files"]
+    assert "blowfish_te/routes.py" in files and all((root / f).is_file() for f in files)
+    assert config["tool"]["mypy"]["disallow_untyped_defs"] is True
+    assert any(r.startswith("mypy") for r in config["project"]["optional-dependencies"]["test"])

@@ -31,12 +31,15 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import ItemsView, Iterator, KeysView, ValuesView
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._cache import IdentityCache
 from .._validation import check_epsilon, check_histogram, check_real
-from ..noise import NUMPY_LAPLACE, RNGLike, add_laplace, check_rng
+from ..noise import NUMPY_LAPLACE, RandomSource, RNGLike, add_laplace, check_rng
 from ..policies import Policy
 from ..routes import Outcome
 from ..sensitivity import check_compatible, sensitivity
@@ -54,23 +57,24 @@ class Registry(dict):
 
     loader = None  # loader(name) imports the module defining the library mechanism name (None: all)
 
-    def _load(self, name=None) -> None:
+    def _load(self, name: str | None = None) -> None:
         if self.loader is not None and (name is None or not dict.__contains__(self, name)):
             self.loader(name)
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> type[Mechanism]:
         self._load(name)
         return dict.__getitem__(self, name)
 
-    def __contains__(self, name) -> bool:
-        self._load(name)
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str):  # only names are registered
+            self._load(name)
         return dict.__contains__(self, name)
 
-    def get(self, name, default=None):
+    def get(self, name: str, default: type[Mechanism] | None = None) -> type[Mechanism] | None:  # type: ignore[override]
         self._load(name)
         return dict.get(self, name, default)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         self._load()
         return dict.__iter__(self)
 
@@ -78,15 +82,15 @@ class Registry(dict):
         self._load()
         return dict.__len__(self)
 
-    def keys(self):
+    def keys(self) -> KeysView[str]:  # type: ignore[override]  # dict's view classes are private
         self._load()
         return dict.keys(self)
 
-    def values(self):
+    def values(self) -> ValuesView[type[Mechanism]]:  # type: ignore[override]
         self._load()
         return dict.values(self)
 
-    def items(self):
+    def items(self) -> ItemsView[str, type[Mechanism]]:  # type: ignore[override]
         self._load()
         return dict.items(self)
 
@@ -138,7 +142,7 @@ def mechanism_class(name: str) -> type[Mechanism]:
 _DEFAULTS: dict[str, Mechanism] = {}
 
 
-def get_mechanism(mechanism) -> Mechanism:
+def get_mechanism(mechanism: str | Mechanism) -> Mechanism:
     """A mechanism instance from a registered name (see :func:`mechanism_class`) or an instance.
 
     Names map to one shared default instance each, so strategies cached per workload (GreedyH's
@@ -193,7 +197,7 @@ class Mechanism(ABC):
     #: (``predicted_seconds(workload, policy)``, a cost model of sizes, never a clock).
     tunes_plan: bool = False
 
-    def __init_subclass__(cls, register: bool = True, **kwargs):
+    def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if register and "name" in cls.__dict__ and "<locals>" not in cls.__qualname__:
             _register(cls)
@@ -214,7 +218,7 @@ class Mechanism(ABC):
         """The registered mechanism classes by name (:data:`MECHANISMS`)."""
         return MECHANISMS
 
-    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Outcome:
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource) -> Outcome:
         """:meth:`run` on validated arguments (a numpy Generator or SecureRandom ``gen``), as an
         :class:`~blowfish_te.routes.Outcome`: what the routes execute. Mechanisms that know their
         sensitivity and noise scale report them here."""
@@ -240,14 +244,15 @@ class Mechanism(ABC):
         """Expected total squared error over the workload, when data-independent; else None."""
         return None
 
-    def __setattr__(self, name: str, value) -> None:
+    def __setattr__(self, name: str, value: Any) -> None:
         # Parameters are fixed once set: strategies and errors are cached per workload.
         if not name.startswith("_") and name in self.__dict__:
             raise AttributeError(f"mechanism parameter {name!r} is fixed; create a new {type(self).__name__}")
         object.__setattr__(self, name, value)
 
     @staticmethod
-    def _checked(workload, x, epsilon, rng):
+    def _checked(workload: Workload | ArrayLike, x: ArrayLike, epsilon: float,
+                 rng: RNGLike) -> tuple[Workload, np.ndarray, float, RandomSource]:
         """The arguments of :meth:`run`, validated: (workload, histogram, ε, numpy Generator)."""
         workload = as_workload(workload)
         return workload, check_histogram(x, workload.domain), check_epsilon(epsilon), check_rng(rng)
@@ -279,7 +284,7 @@ class RecordTotal:
             return f"{self.name}: record total given as public ({self.total:g})"
         return f"{self.name}: record total measured with {self.total_share:g}·ε (never read from the data)"
 
-    def _record_total(self, x: np.ndarray, epsilon: float, gen) -> tuple[float, float]:
+    def _record_total(self, x: np.ndarray, epsilon: float, gen: RandomSource) -> tuple[float, float]:
         """(N, ε left): the public total, or the noisy one (at least 1) and ε less its share."""
         if self.total is not None:
             return float(self.total), epsilon
@@ -345,13 +350,15 @@ class LinearMechanism(Mechanism):
         return per_workload.get(_UNIT_CHANGES if policy is None else policy,
                                 lambda: self.strategy_sensitivity(strategy, policy))
 
-    def release(self, workload, x, epsilon: float, rng: RNGLike = None, policy: Policy | None = None) -> Outcome:
+    def release(self, workload: Workload | ArrayLike, x: ArrayLike, epsilon: float, rng: RNGLike = None,
+                policy: Policy | None = None) -> Outcome:
         """Run the mechanism: the answers, the sensitivity Δ the noise was calibrated to (for unit
         changes, or Δ_G under ``policy``) and the Laplace scale Δ/ε."""
         workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
         return self.measure(workload, x, epsilon, gen, policy=policy)
 
-    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen, policy: Policy | None = None) -> Outcome:
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
         """:meth:`release` on validated arguments (the routes of :func:`blowfish_te.answer`)."""
         strategy = self._strategy_for(workload, policy)
         delta = self._sensitivity(workload, strategy, policy)
@@ -362,11 +369,11 @@ class LinearMechanism(Mechanism):
         answers = np.asarray(self.reconstruct(workload, strategy, y), dtype=np.float64)
         return Outcome(answers, sensitivity=delta, noise_scale=scale)
 
-    def run(self, workload, x, epsilon, rng=None):
+    def run(self, workload: Workload | ArrayLike, x: ArrayLike, epsilon: float, rng: RNGLike = None) -> np.ndarray:
         return self.release(workload, x, epsilon, rng).answers
 
     def expected_error(
-        self, workload, epsilon: float, policy: Policy | None = None, sensitivity: float | None = None
+        self, workload: Workload | ArrayLike, epsilon: float, policy: Policy | None = None, sensitivity: float | None = None
     ) -> float | None:
         """2 (Δ/ε)² ‖R‖_F², with Δ for unit changes, for ``policy``, or as given; None when the
         reconstruction is not linear (then the error depends on the data)."""
@@ -394,23 +401,24 @@ class NativeMechanism(Mechanism):
 
     routes = ("native",)
 
-    def run(self, workload, x, epsilon, rng=None):
+    def run(self, workload: Workload | ArrayLike, x: ArrayLike, epsilon: float, rng: RNGLike = None) -> np.ndarray:
         raise TypeError(f"mechanism {self.name!r} needs the policy: use answer(workload, x, policy, ...)")
 
     def check_policy(self, workload: Workload, policy: Policy) -> None:
         """Raise ValueError when the mechanism does not serve ``workload`` under ``policy``."""
 
     @abstractmethod
-    def compute(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen) -> Outcome:
+    def compute(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen: RandomSource) -> Outcome:
         """Answer the workload with (ε, policy)-Blowfish privacy, on validated arguments."""
 
-    def release_native(self, workload, x, policy: Policy, epsilon: float, rng: RNGLike = None) -> Outcome:
+    def release_native(self, workload: Workload | ArrayLike, x: ArrayLike, policy: Policy, epsilon: float,
+                       rng: RNGLike = None) -> Outcome:
         """:meth:`compute` after validating every argument."""
         workload = as_workload(workload)
         check_compatible(workload, policy)
         self.check_policy(workload, policy)
         return self.compute(workload, check_histogram(x, policy.shape), policy, check_epsilon(epsilon), check_rng(rng))
 
-    def expected_error_native(self, workload, epsilon: float, policy: Policy) -> float | None:
+    def expected_error_native(self, workload: Workload, epsilon: float, policy: Policy) -> float | None:
         """Expected total squared error, when data-independent; else None."""
         return None

@@ -13,9 +13,11 @@ tested against the dense twin.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._graph import signed_incidence
 from .._operator import LinearMap
@@ -28,7 +30,7 @@ MAX_DENSE_ENTRIES = 2**26
 CHUNK_ENTRIES = 2**22
 
 
-def unit_blocks(n: int, step: int):
+def unit_blocks(n: int, step: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The n × n identity in column blocks of at most ``step`` (at least 1) columns: yields each
     block's column indices and the block, one at a time."""
     step = max(1, step)
@@ -42,7 +44,7 @@ def unit_blocks(n: int, step: int):
 NORMS = ("l1", "l2sq")
 
 
-def as_block(x) -> np.ndarray:
+def as_block(x: ArrayLike) -> np.ndarray:
     """A product operand as int64 (integers, kept exact) or float64 (no float32 accumulation)."""
     x = np.asarray(x)
     if x.dtype.kind in "biu":
@@ -69,7 +71,7 @@ class Workload(LinearMap):
     is_binary: bool = False
     structured_gram: bool = False
 
-    def __init__(self, domain, num_queries: int, name: str):
+    def __init__(self, domain: int | Sequence[int], num_queries: int, name: str) -> None:
         self.domain = check_shape(domain, "domain", MAX_DOMAIN_CELLS)  # constructors that build K-sized arrays check K themselves
         self.name = name
         super().__init__((int(num_queries), math.prod(self.domain)))
@@ -79,26 +81,26 @@ class Workload(LinearMap):
         return f"<{type(self).__name__} {self.name}: {m} queries × {k} cells>"
 
     # products: inputs checked with this workload's message, vectors through the blocks.
-    def _check_rows(self, x, what: str, matrix: bool):
+    def _check_rows(self, x: ArrayLike, what: str, matrix: bool) -> None:
         rows, unit = (self.shape[0], "query") if what.startswith("r") else (self.shape[1], "cell")
         shape = np.shape(x)
         if (len(shape) != 2 or shape[0] != rows) if matrix else shape not in ((rows,), (rows, 1)):
             kind = f"a ({rows}, n) block, one row per {unit}" if matrix else f"a vector of {rows} entries, one per {unit}"
             raise ValueError(f"{what} of {self.name} needs {kind}; got shape {shape}")
 
-    def matvec(self, x):
+    def matvec(self, x: ArrayLike) -> np.ndarray:
         self._check_rows(x, "matvec", False)
         return super().matvec(x)
 
-    def rmatvec(self, y):
+    def rmatvec(self, y: ArrayLike) -> np.ndarray:
         self._check_rows(y, "rmatvec", False)
         return super().rmatvec(y)
 
-    def matmat(self, x):
+    def matmat(self, x: ArrayLike) -> np.ndarray:
         self._check_rows(x, "matmat", True)
         return super().matmat(x)
 
-    def rmatmat(self, y):
+    def rmatmat(self, y: ArrayLike) -> np.ndarray:
         self._check_rows(y, "rmatmat", True)
         return super().rmatmat(y)
 
@@ -141,7 +143,7 @@ class Workload(LinearMap):
         """Sparse W·P, P the signed incidence of edges child → parent (+1 at child, -1 at parent; K is ⊥)."""
         return sp.csr_array(self.tosparse() @ signed_incidence(child, parent, self.size))
 
-    def columns(self, cells) -> np.ndarray:
+    def columns(self, cells: ArrayLike) -> np.ndarray:
         """Dense columns ``W[:, cells]`` as an ``(m, len(cells))`` array."""
         cells = check_index_array(cells, "cells", self.size - 1)
         e = np.zeros((self.size, cells.size))
@@ -161,14 +163,14 @@ class Workload(LinearMap):
         return np.asarray(self.gram().matmat(np.eye(k)), dtype=np.float64)
 
     # -- column norms (sensitivity and analytic error) --------------------------------------
-    def _check_pairs(self, u, v) -> tuple[np.ndarray, np.ndarray]:
+    def _check_pairs(self, u: ArrayLike, v: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         u = check_index_array(u, "u", self.size - 1)
         v = check_index_array(v, "v", self.size)
         if u.shape != v.shape:
             raise ValueError(f"u and v must have the same length, got {u.size} and {v.size}")
         return u, v
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         """Norms of column differences ``W[:, u[i]] - W[:, v[i]]``; ``v[i] == K`` means a zero column (⊥).
 
         ``norm="l1"`` gives L1 norms (policy sensitivities, He et al. Def. 5.1); ``"l2sq"`` squared L2 norms
@@ -218,7 +220,7 @@ class Workload(LinearMap):
         """‖W‖_F², the sum of squared entries."""
         return float(self.column_norms("l2sq").sum())
 
-    def column_diameter(self, cells=None) -> float:
+    def column_diameter(self, cells: ArrayLike | None = None) -> float:
         """Largest L1 distance ``‖W[:, u] - W[:, v]‖₁`` over pairs of ``cells`` (all cells if None).
 
         This is the sensitivity under a clique policy (complete graph, a partition block).
@@ -253,10 +255,10 @@ class _Gram(LinearMap):
         self.workload = workload
         super().__init__((workload.size, workload.size))
 
-    def _matmat(self, x):
+    def _matmat(self, x: ArrayLike) -> np.ndarray:
         return self.workload._rmatmat(self.workload._matmat(np.asarray(x)))
 
     _rmatmat = _matmat
 
-    def _adjoint(self):
+    def _adjoint(self) -> _Gram:
         return self
