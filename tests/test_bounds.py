@@ -10,6 +10,8 @@ from blowfish_te import plan, policies
 from blowfish_te import workloads as wl
 from blowfish_te.bounds import lower_bound, weighted_lower_bound
 
+pytestmark = pytest.mark.core
+
 STRATEGIES = ["identity", "laplace", "hb", "h2", "privelet", "greedyh"]
 
 

@@ -11,6 +11,8 @@ import blowfish_te as bt
 from blowfish_te import BudgetAccountant, BudgetExceededError, Mechanism, policies
 from blowfish_te import workloads as wl
 
+pytestmark = pytest.mark.core
+
 K = 8
 X = np.array([3, 0, 1, 4, 1, 5, 9, 2])  # 25 records
 W = wl.prefix(K)

@@ -12,6 +12,8 @@ import blowfish_te.cli as cli
 from blowfish_te._csv import escape_cell, escape_row, unescape_cell
 from blowfish_te.cli import main
 
+pytestmark = pytest.mark.core
+
 
 def _rows(output: str) -> dict:
     """Table rows of the demo: (policy, mechanism) -> (expected RMSE, measured RMSE)."""

@@ -13,6 +13,8 @@ from blowfish_te import explore, policies, transform, trees
 from blowfish_te._graph import csgraph_ready
 from blowfish_te.audit import neighbour_pairs
 
+pytestmark = pytest.mark.core
+
 KERNELS = ("breadth_first_order", "connected_components", "shortest_path", "dijkstra", "minimum_spanning_tree")
 
 

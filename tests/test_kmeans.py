@@ -7,6 +7,8 @@ import pytest
 from blowfish_te import audit, kmeans, policies
 from blowfish_te.kmeans import _points, assign, cluster_statistics, step_sensitivity
 
+pytestmark = pytest.mark.core
+
 
 def _brute(policy, centres, centred=True):
     """max over edges of the L1 change of (sizes, sums) when one record moves along it."""

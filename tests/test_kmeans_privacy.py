@@ -24,8 +24,7 @@ from blowfish_te.kmeans import (
 )
 from blowfish_te.policies import CliqueEdges, OffsetEdges, PairEdges, Policy
 from blowfish_te.secure import SecureRandom, sampler_name
-
-from conftest import assert_laplace_noise, close, policy_neighbours, worst_replayed_cost
+from blowfish_te.testing import assert_laplace_noise, close, policy_neighbours, worst_replayed_cost
 
 REAL_ADD_LAPLACE = noise.add_laplace
 

@@ -16,7 +16,9 @@ from blowfish_te.cli import main
 from blowfish_te.ledger import BudgetExceeded, DatasetBudget, InvalidLedger, Ledger
 from blowfish_te.routes import Plan
 
-from conftest import exactly
+from tests.helpers import exactly
+
+pytestmark = pytest.mark.core
 
 
 def _invoke(*args):

@@ -28,6 +28,8 @@ from blowfish_te.partitions import (
     tree_costs,
 )
 
+pytestmark = pytest.mark.core
+
 # --------------------------------------------------------------------------------------------
 # brute force from the definitions
 

@@ -8,8 +8,11 @@ from hypothesis import strategies as st
 
 from blowfish_te import BOTTOM, policies
 from blowfish_te.errors import SpecError
+from blowfish_te.testing import brute_edges, edge_set
 
-from conftest import brute_edges, edge_set, forests, graphs
+from tests.helpers import forests, graphs
+
+pytestmark = pytest.mark.core
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 7])

@@ -12,6 +12,8 @@ from blowfish_te.cli import main
 from blowfish_te.io import engines
 from blowfish_te.progress import Progress
 
+pytestmark = pytest.mark.core
+
 
 class Clock:
     def __init__(self):

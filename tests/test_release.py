@@ -9,8 +9,9 @@ import blowfish_te as bt
 from blowfish_te import Mechanism, answer, policies, transform
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import DirectLaplace, Identity, get_mechanism
+from blowfish_te.testing import Replay, close, laplace_mse_sd
 
-from conftest import Replay, close, laplace_mse_sd
+pytestmark = pytest.mark.core
 
 X64 = np.random.default_rng(0).integers(0, 50, 64)
 

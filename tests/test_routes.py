@@ -1,7 +1,6 @@
 """Cyclic policies: tree embeddings at ε/ℓ, the exact route, the automatic choice, and an exact
 privacy-loss check of every linear route on tiny domains."""
 
-import itertools
 import math
 import re
 
@@ -14,59 +13,11 @@ import blowfish_te as bt
 from blowfish_te import Mechanism, answer, plan, policies, transform, trees
 from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import MECHANISMS, LinearMechanism, get_mechanism
+from blowfish_te.testing import laplace_mse_sd, policy_routes, worst_case_loss
 
-from conftest import graphs, laplace_mse_sd
+from tests.helpers import graphs
 
-
-def neighbour_pairs(policy, max_records=2):
-    """Every pair of G-neighbouring histograms with at most ``max_records`` records (He et al. 2014)."""
-    k = policy.size
-    for n in range(max_records + 1):
-        for placement in itertools.combinations_with_replacement(range(k), n):
-            x = np.bincount(np.array(placement, dtype=int), minlength=k)
-            for u, v in policy.edges:
-                for a, b in ((u, v), (v, u)):
-                    if a < k and x[a] == 0:
-                        continue
-                    y = x.copy()
-                    if a < k:
-                        y[a] -= 1
-                    if b < k:
-                        y[b] += 1
-                    yield x, y
-
-
-def worst_case_loss(workload, policy, epsilon, mechanism, route="auto", tree=None, ignore_stretch=False):
-    """max over neighbours of log p(out | x) / p(out | x') = ‖μ(x) - μ(x')‖₁ / b for the Laplace
-    measurement μ of the release, with the noise scale b the release actually used."""
-    def release(x):
-        return answer(workload, x, policy, epsilon, mechanism, rng=0, route=route, tree=tree)
-
-    probe = release(np.zeros(policy.size, int))
-    if probe.noise_scale == 0:  # exact answers: private only if no neighbour pair changes them
-        same = all(np.array_equal(release(x).answers, release(y).answers) for x, y in neighbour_pairs(policy))
-        return 0.0 if same else math.inf
-    mech = get_mechanism(mechanism)
-    if probe.route == "exact":
-        strategy = mech.policy_strategy(workload, policy)
-        a = strategy.dense()  # what the exact route measures
-        measure = lambda x: a @ x  # noqa: E731
-        assert probe.noise_scale == pytest.approx(probe.sensitivity / epsilon)
-        exact = getattr(strategy, "exact", ())  # marginals released without noise: no neighbour may change them
-        if exact:
-            released = wl.marginals(policy.shape, list(exact)).dense()
-            if any(np.any(released @ (x - y)) for x, y in neighbour_pairs(policy)):
-                return math.inf
-    else:
-        chosen = plan(workload, policy, epsilon, mechanism, route, tree).chosen
-        tr = transform(policy, None if chosen.tree is policy else chosen.tree)
-        a = mech.strategy(tr.workload(workload)).dense()
-        measure = lambda x: a @ tr.data(x)  # noqa: E731
-        assert probe.noise_scale == pytest.approx(probe.sensitivity * probe.stretch / epsilon)
-    scale = probe.sensitivity / epsilon if ignore_stretch else probe.noise_scale
-    loss = max((np.abs(measure(x) - measure(y)).sum() for x, y in neighbour_pairs(policy)), default=0.0)
-    return loss / scale
-
+pytestmark = pytest.mark.core
 
 TINY = [
     policies.line(4),
@@ -79,16 +30,6 @@ TINY = [
     policies.unbounded(3),
     policies.from_edges(4, [[0, 1], [1, 2], [0, 2], [2, 4], [3, 4]]),  # a cycle plus ⊥ (index 4)
 ]
-
-
-def _routes(policy):
-    yield "exact", None
-    if policy.is_forest:
-        yield "transform", None
-    else:
-        for name in trees.candidates(policy):
-            yield "transform", name
-    yield "auto", None
 
 
 #: Every registered linear mechanism, with the domains it takes (QuadTree: 2-D grids only).
@@ -114,7 +55,7 @@ def test_every_linear_route_is_epsilon_blowfish_on_tiny_domains(policy, mechanis
         workloads = [wl.marginals(policy.shape, [(a,) for a in range(policy.ndim)] + [()])]
     for workload in workloads:
         losses = {}
-        for route, tree in _routes(policy):
+        for route, tree in policy_routes(policy):
             if MECHANISMS[mechanism].needs_marginals and route == "transform":
                 continue
             losses[(route, tree)] = worst_case_loss(workload, policy, eps, mechanism, route, tree)
@@ -134,7 +75,7 @@ def test_linear_routes_on_random_small_graphs(case, mechanism, seed):
     k, edges = case
     policy = policies.from_edges(k, np.array(edges, dtype=int).reshape(-1, 2))
     workload = wl.from_matrix(np.random.default_rng(seed).integers(-2, 3, (2, k)))
-    for route, tree in _routes(policy):
+    for route, tree in policy_routes(policy):
         assert worst_case_loss(workload, policy, 1.0, mechanism, route, tree) <= 1 + 1e-9
 
 

@@ -37,17 +37,13 @@ from blowfish_te.secure import (
     opendp_available,
     sampler_name,
 )
+from blowfish_te.testing import dlap_cdf
+
+pytestmark = pytest.mark.core
 
 ALPHA = 1e-6
 BINS = 40
 needs_opendp = pytest.mark.skipif(not opendp_available(), reason="OpenDP (the [secure] extra) is not installed")
-
-
-def dlap_cdf(k: np.ndarray, scale: float) -> np.ndarray:
-    """P(Z <= k) for Z ~ DLap(scale): 1 - α^(k+1)/(1+α) for k >= 0, α^(-k)/(1+α) for k < 0."""
-    k = np.asarray(k, dtype=np.float64)
-    alpha = np.exp(-1.0 / scale)
-    return np.where(k >= 0, 1.0 - np.exp(-(k + 1) / scale) / (1 + alpha), np.exp(k / scale) / (1 + alpha))
 
 
 def chi2_statistic(draws: np.ndarray, scale: float) -> tuple[float, float]:
@@ -55,7 +51,7 @@ def chi2_statistic(draws: np.ndarray, scale: float) -> tuple[float, float]:
 
     Bins are cut at the integers just below the Laplace(scale) quantiles j/BINS (merged where
     they coincide), so under the hypothesis every bin has probability about 1/BINS or more; the
-    bin probabilities are exact (from :func:`dlap_cdf`).
+    bin probabilities are exact (from :func:`~blowfish_te.testing.dlap_cdf`).
     """
     p = np.arange(1, BINS) / BINS
     quantiles = np.where(p < 0.5, scale * np.log(2 * p), -scale * np.log(2 * (1 - p)))

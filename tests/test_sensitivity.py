@@ -7,8 +7,11 @@ from scipy.spatial.distance import pdist
 from blowfish_te import policies, sensitivity
 from blowfish_te import workloads as wl
 from blowfish_te.policies import SMALL_CLIQUE
+from blowfish_te.testing import brute_sensitivity, dense_boxes
 
-from conftest import brute_sensitivity, dense_boxes, graphs
+from tests.helpers import graphs
+
+pytestmark = pytest.mark.core
 
 
 @pytest.mark.parametrize("k", [2, 3, 5, 8, 16, 33])

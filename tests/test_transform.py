@@ -11,7 +11,9 @@ from blowfish_te import workloads as wl
 from blowfish_te._graph import signed_incidence
 from blowfish_te.transform import TreeTransform
 
-from conftest import forests
+from tests.helpers import forests
+
+pytestmark = pytest.mark.core
 
 
 def _policy(k, edges):

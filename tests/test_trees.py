@@ -9,8 +9,11 @@ from hypothesis import strategies as st
 
 from blowfish_te import BOTTOM, policies, transform, trees
 from blowfish_te.forest import RootedForest
+from blowfish_te.testing import edge_set
 
-from conftest import edge_set, forests, graphs
+from tests.helpers import forests, graphs
+
+pytestmark = pytest.mark.core
 
 
 def _nx(policy):

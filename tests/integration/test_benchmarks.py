@@ -1,0 +1,112 @@
+"""The benchmark scripts measure what they say they measure."""
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "benchmarks"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not pathlib.Path("/proc/self/status").exists(), reason="VmHWM is Linux's")
+def test_bench_io_reports_the_child_s_own_peak_memory_not_the_parent_s(tmp_path):
+    import bench_io
+
+    path = tmp_path / "ages.csv"
+    path.write_text("age\n" + "\n".join(map(str, range(100))) + "\n")
+    ballast = np.ones(400 * 2**20 // 8)  # the parent's peak reaches 400 MB more than the child will use
+    result = bench_io._measure("csv", path, "io")
+    assert result["n"] == 100 and result["peak_mb"] < 400, result
+    del ballast
+
+
+def test_every_benchmark_script_is_in_the_runner_and_records_its_measurements():
+    import run
+
+    folder = pathlib.Path(run.__file__).parent
+    scripts = {p.stem for p in folder.glob("*.py")} - {"run", "_measure"}
+    assert scripts == set(run.SCRIPTS)
+    for name in scripts:
+        text = (folder / f"{name}.py").read_text()
+        assert "add_options(" in text and "Recorder(" in text, name
+
+
+def test_the_runner_records_a_script_s_measurements_with_the_commit(tmp_path):
+    import run
+
+    (tmp_path / "fake.py").write_text(
+        "import argparse\nfrom _measure import Recorder, add_options\n"
+        "parser = argparse.ArgumentParser()\nparser.add_argument('--size', type=int, default=10)\nadd_options(parser)\n"
+        "args = parser.parse_args()\nrecord = Recorder(args.json)\n"
+        "record('size', args.size, 'count')\nrecord('quick', float(args.quick), 'count')\n")
+    (tmp_path / "broken.py").write_text("raise SystemExit('no data here')\n")
+    scripts = {"fake": (["--size", "3"], False), "broken": ([], False)}
+    record = run.run(["fake", "broken"], True, None, 60, folder=tmp_path, scripts=scripts)
+    fake = record["scripts"]["fake"]
+    assert (fake["status"], fake["measurements"], len(fake["load"])) == ("ok", 3, 1) and fake["peak_mb"] > 0
+    assert record["scripts"]["broken"]["status"] == "failed: no data here"
+    assert [(m["case"], m["value"], m["spread"], m["runs"]) for m in record["measurements"]][:2] == [("size", 3.0, [3.0, 3.0], 1),
+                                                                                                  ("quick", 1.0, [1.0, 1.0], 1)]
+    assert record["measurements"][2]["case"] == run.PEAK_CASE and record["measurements"][2]["value"] == fake["peak_mb"]
+    assert record["measurements"][0]["script"] == "fake" and record["commit"] == (run._git("rev-parse", "HEAD") or "unknown")
+
+
+def test_a_comparison_flags_what_got_worse_beyond_its_unit_s_tolerance(tmp_path):
+    import json
+
+    import run
+
+    def record(commit, values):
+        return {"commit": commit, "modified": False,
+                "measurements": [{"script": "s", "case": c, "value": v, "unit": u} for c, v, u in values]}
+
+    old = record("a" * 40, [("t", 1.0, "s"), ("rmse", 100.0, "rmse"), ("drift", 100.0, "rmse"), ("gone", 1.0, "s")])
+    new = record("b" * 40, [("t", 1.2, "s"), ("rmse", 102.0, "rmse"), ("drift", 100.5, "rmse"), ("new", 1.0, "s")])
+    table, worse = run.compare(old, new)
+    assert worse == 1  # 20 % slower is within the timing noise; 2 % more error is not
+    assert "| s | rmse | rmse | 100 | 102 | 1.020 | worse |" in table and "| s | t | s | 1 | 1.2 | 1.200 |  |" in table
+    assert "1 case(s) of the old record are not in the new one: s: gone" in table
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    assert run.main(["--compare", str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 1
+
+
+def test_repeats_give_a_median_and_spread_and_each_child_s_own_peak_memory(tmp_path):
+    import run
+
+    (tmp_path / "counter.py").write_text(
+        "import argparse, pathlib\nimport numpy as np\nfrom _measure import Recorder, add_options\n"
+        "parser = argparse.ArgumentParser()\nadd_options(parser)\nargs = parser.parse_args()\n"
+        "tally = pathlib.Path(__file__).with_name('tally')\nn = int(tally.read_text()) if tally.exists() else 0\n"
+        "tally.write_text(str(n + 1))\nblock = np.ones(150 * 2**20 // 8)\n"
+        "Recorder(args.json)('time', [3.0, 1.0, 2.0][n], 's')\n")
+    ballast = np.ones(400 * 2**20 // 8)  # the runner's own memory must not count as the child's
+    record = run.run(["counter"], False, None, 60, folder=tmp_path, scripts={"counter": ([], False)}, repeats=3)
+    del ballast
+    m, peak = record["measurements"]
+    assert (m["value"], m["spread"], m["runs"]) == (2.0, [1.0, 3.0], 3)
+    assert peak["case"] == run.PEAK_CASE and peak["runs"] == 3
+    assert len(record["scripts"]["counter"]["load"]) == 3
+    if pathlib.Path("/proc/self/status").exists():  # VmHWM: the child's own peak after exec
+        assert 150 < record["scripts"]["counter"]["peak_mb"] < 400
+
+
+def test_a_change_inside_the_measured_spread_is_not_flagged():
+    import run
+
+    def record(commit, value, spread, runs=3):
+        return {"commit": commit, "measurements": [{"script": "s", "case": "t", "unit": "s", "value": value, "spread": spread,
+                                                    "runs": runs}], "scripts": {"s": {"load": [0.5, 1.5]}}, "cpus": 2}
+
+    same_commit = run.compare(record("a" * 40, 1.0, [0.8, 1.7]), record("a" * 40, 1.4, [1.1, 1.9]))
+    assert same_commit[1] == 0 and "1.4 (1.1–1.9)" in same_commit[0] and "load average before the new runs: 0.5–1.5" in same_commit[0]
+    slower = run.compare(record("a" * 40, 1.0, [0.8, 1.0]), record("b" * 40, 1.4, [1.3, 1.9]))
+    assert slower[1] == 1  # every new run 25 % slower than every old one, and 40 % by the medians
+    single = run.compare(record("a" * 40, 1.0, [1.0, 1.0], 1), record("b" * 40, 1.4, [1.4, 1.4], 1))
+    assert single[1] == 1  # without repeats only the tolerance applies
+    tiny = run.compare(record("a" * 40, 0.0006, [0.0005, 0.0006]), record("b" * 40, 0.001, [0.0009, 0.0011]))
+    assert tiny[1] == 0  # a millisecond's change is process noise
+    close = run.compare(record("a" * 40, 0.4, [0.35, 0.78]), record("b" * 40, 1.5, [0.92, 1.55]))
+    assert close[1] == 0  # every new run slower, but not every one by 25 %: a fresh process's spread
