@@ -16,15 +16,6 @@ MAX_BOUND_SIDE = 8192
 MAX_WEIGHTED_ENTRIES = 2**23
 
 
-def _is_full_clique(policy: Policy) -> bool:
-    """Whether the policy is the complete graph on all its cells, without ⊥ (bounded DP)."""
-    from .policies import CliqueEdges
-
-    blocks = policy.edge_blocks
-    return (not policy.has_bottom and len(blocks) == 1 and isinstance(blocks[0], CliqueEdges)
-            and blocks[0].cells.size == policy.size)
-
-
 def lower_bound(workload, epsilon: float, policy: Policy | None = None) -> float:
     """The SVD bound (Li & Miklau, ICDT 2013) on the expected total squared error of any Laplace
     matrix mechanism for W (m × K): (2/ε²) (Σ σ_i(W))² / K.
@@ -72,7 +63,7 @@ def lower_bound(workload, epsilon: float, policy: Policy | None = None) -> float
         else:
             factor = np.asarray(workload.rmatmat(np.eye(m)), dtype=np.float64)
             transposed_times = workload.matmat  # Fᵀ = W, applied implicitly
-        if _is_full_clique(policy):  # bounded DP: L = K I - 11ᵀ, never a list of K²/2 edges
+        if policy.is_complete:  # bounded DP: L = K I - 11ᵀ, never a list of K²/2 edges
             totals = factor.sum(axis=0)
             gram = k * np.asarray(transposed_times(factor), dtype=np.float64) - np.outer(totals, totals)
         else:
@@ -88,16 +79,12 @@ def _laplacian_eigenvalue(policy: Policy | None, shape: tuple[int, ...]):
     :mod:`blowfish_te.strategies.marginals` — unit changes and unbounded DP (L = I), bounded DP
     (L = K I - 11ᵀ) and the attribute policy (L = Σ_i n_i Q_i ⊗ I) — the eigenvalue of L on E_T
     as a function of T, and the number of edges; else None."""
-    from .policies import OffsetEdges
-
     k = int(np.prod(shape))
     if policy is None or (policy.has_bottom and policy.is_differential_privacy):
         return (lambda t: 1.0), k
-    if _is_full_clique(policy):
+    if policy.is_complete:
         return (lambda t: float(k) if t else 0.0), k * (k - 1) // 2
-    wanted = {tuple(t if a == axis else 0 for a in range(len(shape))) for axis, n in enumerate(shape) for t in range(1, n)}
-    blocks = policy.edge_blocks
-    if not policy.has_bottom and all(isinstance(b, OffsetEdges) for b in blocks) and {b.offset for b in blocks} == wanted:
+    if policy.is_attribute:
         return (lambda t: float(sum(shape[a] for a in t))), policy.num_edges
     return None
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ._validation import check_epsilon, check_histogram, check_int, check_real
 from .noise import NUMPY_LAPLACE, RNGLike, add_laplace, check_rng
-from .policies import CliqueEdges, Policy
+from .policies import Policy
 from .secure import SecureRandom
 
 __all__ = [
@@ -98,14 +98,12 @@ def step_sensitivity(policy: Policy, centres: np.ndarray, how: str = "exact") ->
     dist = np.abs(points - centres[labels]).sum(axis=1)
     size, total = 0.0, 0.0
     longest = 0.0
-    for block in policy.edge_blocks:
-        if isinstance(block, CliqueEdges):
-            s, t = _clique_sensitivity(block.cells, labels, dist, points)
-            size, total = max(size, s), max(total, t)
-            cells = points[block.cells]
-            longest = max(longest, float((cells.max(axis=0) - cells.min(axis=0)).sum()))
-            continue
-        u, v = block.pairs(policy.shape)
+    for clique in policy.cliques():
+        s, t = _clique_sensitivity(clique, labels, dist, points)
+        size, total = max(size, s), max(total, t)
+        cells = points[clique]
+        longest = max(longest, float((cells.max(axis=0) - cells.min(axis=0)).sum()))
+    for u, v in policy.edge_pairs():
         bottom = v == policy.size
         if bottom.any():
             size = max(size, 1.0)

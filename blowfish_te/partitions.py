@@ -515,16 +515,12 @@ def quotient_policy(policy: Policy, labels) -> Policy:
         raise ValueError("labels must number the buckets 0..m-1, each used")
     extended = np.append(labels, m)  # ⊥ maps to ⊥ (index m of the quotient)
     pairs = []
-    from .policies import CliqueEdges
-
-    for block in policy.edge_blocks:
-        if isinstance(block, CliqueEdges):  # the quotient of a clique is a clique on its buckets
-            buckets = np.unique(labels[block.cells])
-            a, b = np.triu_indices(buckets.size, 1)
-            pairs.append(np.stack([buckets[a], buckets[b]], axis=1))
-        else:
-            u, v = block.pairs(policy.shape)
-            pairs.append(np.stack([extended[u], extended[v]], axis=1))
+    for cells in policy.cliques():  # the quotient of a clique is a clique on its buckets
+        buckets = np.unique(labels[cells])
+        a, b = np.triu_indices(buckets.size, 1)
+        pairs.append(np.stack([buckets[a], buckets[b]], axis=1))
+    for u, v in policy.edge_pairs():
+        pairs.append(np.stack([extended[u], extended[v]], axis=1))
     edges = np.concatenate(pairs) if pairs else np.zeros((0, 2), dtype=np.int64)
     edges = edges[edges[:, 0] != edges[:, 1]]
     return from_edges(m, edges)

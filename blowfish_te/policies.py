@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
@@ -156,28 +156,70 @@ class CliqueEdges:
 EdgeBlock = OffsetEdges | PairEdges | CliqueEdges
 
 
+def _kind(block: EdgeBlock) -> str:
+    """``"offset"``, ``"bottom"`` (every cell to ⊥), ``"pairs"`` or ``"clique"``: the one place a
+    block's class is read to answer the policy's structural questions."""
+    match block:
+        case OffsetEdges():
+            return "offset"
+        case BottomEdges():
+            return "bottom"
+        case PairEdges():
+            return "pairs"
+        case CliqueEdges():
+            return "clique"
+    _unknown(block)
+
+
+def _bottom_count(block: EdgeBlock, k: int) -> int:
+    """How many of the block's edges join a cell to ⊥ (vertex K)."""
+    match block:
+        case BottomEdges():
+            return block.k
+        case PairEdges():
+            return int(np.count_nonzero(block.v == k))
+        case OffsetEdges() | CliqueEdges():
+            return 0
+    _unknown(block)
+
+
 def _readonly(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False
     return a
 
 
+def _unknown(block: object) -> NoReturn:
+    """Every dispatch over :data:`EdgeBlock` ends here: the union is closed, and a new kind of
+    block must say how each structural question is answered for it."""
+    raise TypeError(f"edge blocks must be OffsetEdges, PairEdges or CliqueEdges, got {type(block).__name__}; "
+                    "for an edge list use from_edges(shape, edges)")
+
+
 def _arrays(block: EdgeBlock) -> tuple[np.ndarray, ...]:
-    if isinstance(block, BottomEdges):
-        return ()  # made read-only when first made
-    if isinstance(block, PairEdges):
-        return block.u, block.v
-    return (block.cells,) if isinstance(block, CliqueEdges) else ()
+    match block:
+        case BottomEdges():
+            return ()  # made read-only when first made
+        case PairEdges():
+            return block.u, block.v
+        case CliqueEdges():
+            return (block.cells,)
+        case OffsetEdges():
+            return ()
+    _unknown(block)
 
 
 def _private_copy(block: EdgeBlock) -> EdgeBlock:
     """The block with copies of the caller's arrays (int64), so later edits cannot reach the policy."""
-    if isinstance(block, BottomEdges):
-        return BottomEdges(block.k)
-    if isinstance(block, PairEdges):
-        return PairEdges(np.array(block.u, dtype=np.int64), np.array(block.v, dtype=np.int64))
-    if isinstance(block, CliqueEdges):
-        return CliqueEdges(np.array(block.cells, dtype=np.int64))
-    return block
+    match block:
+        case BottomEdges():
+            return BottomEdges(block.k)
+        case PairEdges():
+            return PairEdges(np.array(block.u, dtype=np.int64), np.array(block.v, dtype=np.int64))
+        case CliqueEdges():
+            return CliqueEdges(np.array(block.cells, dtype=np.int64))
+        case OffsetEdges():
+            return block
+    _unknown(block)
 
 
 def _restore(shape: tuple[int, ...], blocks: Iterable[EdgeBlock], has_bottom: bool, name: str) -> Policy:
@@ -186,33 +228,29 @@ def _restore(shape: tuple[int, ...], blocks: Iterable[EdgeBlock], has_bottom: bo
 
 def _check_block(block: object, shape: tuple[int, ...], k: int, has_bottom: bool) -> None:
     """Raise unless ``block`` is a well-formed edge block for the grid ``shape``."""
-    if isinstance(block, OffsetEdges):
-        off = block.offset
-        if len(off) != len(shape) or not all(isinstance(d, numbers.Integral) for d in off):
-            raise ValueError(f"OffsetEdges offset {off!r} must have {len(shape)} integer entries for shape {shape}")
-        nonzero = [d for d in off if d != 0]
-        if not nonzero or nonzero[0] < 0:
-            raise ValueError(f"OffsetEdges offset {off!r} must be lexicographically positive (first non-zero entry > 0)")
-        return
-    if isinstance(block, PairEdges):
-        u, v = np.asarray(block.u), np.asarray(block.v)
-        if u.ndim != 1 or u.shape != v.shape or u.dtype.kind not in "iu" or v.dtype.kind not in "iu":
-            raise ValueError("PairEdges u and v must be 1-D integer arrays of equal length")
-        top = k if has_bottom else k - 1
-        if u.size and (u.min() < 0 or (u >= v).any() or v.max() > top):
-            raise ValueError(
-                f"PairEdges need 0 <= u < v <= {top} ({'K = ' + str(k) + ' is BOTTOM' if has_bottom else 'no BOTTOM: has_bottom=False'})"
-            )
-        return
-    if isinstance(block, CliqueEdges):
-        c = np.asarray(block.cells)
-        if c.ndim != 1 or c.dtype.kind not in "iu" or (c.size and (c.min() < 0 or c.max() >= k)) or (np.diff(c) <= 0).any():
-            raise ValueError(f"CliqueEdges cells must be a sorted 1-D array of distinct cells in [0, {k - 1}]")
-        return
-    raise TypeError(
-        f"edge blocks must be OffsetEdges, PairEdges or CliqueEdges, got {type(block).__name__}; "
-        "for an edge list use from_edges(shape, edges)"
-    )
+    match block:
+        case OffsetEdges():
+            off = block.offset
+            if len(off) != len(shape) or not all(isinstance(d, numbers.Integral) for d in off):
+                raise ValueError(f"OffsetEdges offset {off!r} must have {len(shape)} integer entries for shape {shape}")
+            nonzero = [d for d in off if d != 0]
+            if not nonzero or nonzero[0] < 0:
+                raise ValueError(f"OffsetEdges offset {off!r} must be lexicographically positive (first non-zero entry > 0)")
+        case PairEdges():
+            u, v = np.asarray(block.u), np.asarray(block.v)
+            if u.ndim != 1 or u.shape != v.shape or u.dtype.kind not in "iu" or v.dtype.kind not in "iu":
+                raise ValueError("PairEdges u and v must be 1-D integer arrays of equal length")
+            top = k if has_bottom else k - 1
+            if u.size and (u.min() < 0 or (u >= v).any() or v.max() > top):
+                raise ValueError(
+                    f"PairEdges need 0 <= u < v <= {top} ({'K = ' + str(k) + ' is BOTTOM' if has_bottom else 'no BOTTOM: has_bottom=False'})"
+                )
+        case CliqueEdges():
+            c = np.asarray(block.cells)
+            if c.ndim != 1 or c.dtype.kind not in "iu" or (c.size and (c.min() < 0 or c.max() >= k)) or (np.diff(c) <= 0).any():
+                raise ValueError(f"CliqueEdges cells must be a sorted 1-D array of distinct cells in [0, {k - 1}]")
+        case _:
+            _unknown(block)
 
 
 class Policy:
@@ -376,14 +414,12 @@ class Policy:
                 self._cache["components"] = (1, np.broadcast_to(np.int64(0), (self.num_vertices,)))
         if "components" not in self._cache:
             us, vs = [], []
-            for block in self._blocks:
-                if isinstance(block, CliqueEdges):
-                    us.append(np.full(block.cells.size - 1, block.cells[0]))
-                    vs.append(block.cells[1:])
-                else:
-                    u, v = block.pairs(self._shape)
-                    us.append(u)
-                    vs.append(v)
+            for cells in self.cliques():  # a star spans a clique's component
+                us.append(np.full(cells.size - 1, cells[0]))
+                vs.append(cells[1:])
+            for u, v in self.edge_pairs():
+                us.append(u)
+                vs.append(v)
             n = self.num_vertices
             u = np.concatenate(us) if us else np.zeros(0, dtype=np.int64)
             v = np.concatenate(vs) if vs else np.zeros(0, dtype=np.int64)
@@ -396,7 +432,7 @@ class Policy:
     def _grid_connected(self) -> bool:
         """Whether offset blocks alone join every cell: a unit step along every axis longer than
         one cell (then the cells form one component whatever the other blocks add)."""
-        steps = {b.offset for b in self._blocks if isinstance(b, OffsetEdges)}
+        steps = set(self.offsets())
         ndim = len(self._shape)
         return self.size > 0 and all(tuple(int(i == a) for i in range(ndim)) in steps
                                      for a in range(ndim) if self._shape[a] > 1)
@@ -404,8 +440,99 @@ class Policy:
     @property
     def touches_bottom(self) -> bool:
         """Whether some edge joins a cell to ⊥ (then the tree of an embedding must contain ⊥)."""
+        return any(_bottom_count(block, self.size) for block in self._blocks)
+
+    # -- the edges by structure: what callers ask instead of reading the blocks' classes ------------
+    def offsets(self) -> tuple[tuple[int, ...], ...]:
+        """The offsets d of the policy's offset blocks: every two cells c and c + d joined (grid and
+        attribute policies). Their edges are not listed by :meth:`edge_pairs` with ``offsets=False``."""
+        found = []
+        for block in self._blocks:
+            match block:
+                case OffsetEdges():
+                    found.append(block.offset)
+        return tuple(found)
+
+    def cliques(self) -> tuple[np.ndarray, ...]:
+        """The cell sets (sorted) of the policy's clique blocks: every two cells of one joined
+        (complete and partition policies). Their edges are never listed by :meth:`edge_pairs`."""
+        found = []
+        for block in self._blocks:
+            match block:
+                case CliqueEdges():
+                    found.append(block.cells)
+        return tuple(found)
+
+    def edge_pairs(self, *, offsets: bool = True, bottom: bool = True) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(u, v), u < v, of the edges no clique describes, block by block (v = K stands for ⊥):
+        with ``offsets`` the offset blocks' edges listed too, with ``bottom`` the edges to ⊥."""
         k = self.size
-        return any(isinstance(b, PairEdges) and b.v.size and int(b.v.max()) == k for b in self._blocks)
+        for block in self._blocks:
+            kind = _kind(block)
+            if kind == "clique" or (kind == "offset" and not offsets):
+                continue
+            if kind == "bottom":
+                if bottom:
+                    yield block.pairs(self._shape)
+                continue
+            u, v = block.pairs(self._shape)
+            if not bottom and kind == "pairs":
+                cells = v < k
+                u, v = u[cells], v[cells]
+            if u.size:
+                yield u, v
+
+    def bottom_cells(self) -> np.ndarray:
+        """The cells joined to ⊥, sorted (unbounded DP: every cell)."""
+        k = self.size
+        found = []
+        for block in self._blocks:
+            if _bottom_count(block, k):
+                u, v = block.pairs(self._shape)
+                found.append(u[v == k])
+        return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+
+    @property
+    def joins_cells(self) -> bool:
+        """Whether some edge joins two cells (not only cells to ⊥)."""
+        return self.num_edges > sum(_bottom_count(block, self.size) for block in self._blocks)
+
+    def offset_steps(self) -> frozenset[tuple[int, ...]] | None:
+        """The offsets when every edge comes from an offset block (cells c and c + d joined for each
+        offset d); None when some edge is given otherwise."""
+        if any(_kind(block) != "offset" for block in self._blocks):
+            return None
+        return frozenset(self.offsets())
+
+    @property
+    def is_complete(self) -> bool:
+        """True for bounded DP: every two cells joined and no ⊥ (the complete graph, however its
+        edges were given)."""
+        k = self.size
+        return not self._has_bottom and self.num_edges == k * (k - 1) // 2
+
+    @property
+    def is_attribute(self) -> bool:
+        """True for the attribute policy: two cells joined exactly when they differ in one attribute,
+        no ⊥ (however its edges were given: offsets t·e_a, or e.g. one clique on a 1-D domain)."""
+        if self._has_bottom:
+            return False
+        steps = self.offset_steps()
+        if steps is not None:  # the constructor's form, read off the blocks
+            return steps == {tuple(t if i == axis else 0 for i in range(self.ndim)) for axis, n in enumerate(self._shape)
+                             for t in range(1, n)}
+        # no edge is listed twice: as many edges as the attribute policy, each changing one attribute
+        if self.num_edges != sum(self.size // n * (n * (n - 1) // 2) for n in self._shape):
+            return False
+        if any(np.count_nonzero(offset) != 1 for offset in self.offsets()):
+            return False
+        coords = np.unravel_index
+        for cells in self.cliques():
+            varying = [np.unique(c).size > 1 for c in coords(cells, self._shape)]
+            if sum(varying) > 1:
+                return False
+        return all(bool(np.all((np.stack(coords(u, self._shape)) != np.stack(coords(v, self._shape))).sum(axis=0) == 1))
+                   for u, v in self.edge_pairs(offsets=False))
 
     @property
     def n_components(self) -> int:
@@ -435,8 +562,7 @@ class Policy:
         k = self.size
         if not self._has_bottom:
             return self.num_edges == k * (k - 1) // 2
-        return self.num_edges == k and all(
-            isinstance(b, BottomEdges) or (isinstance(b, PairEdges) and bool((b.v == k).all())) for b in self._blocks)
+        return self.num_edges == k and not self.joins_cells
 
     @property
     def is_unbounded_dp(self) -> bool:

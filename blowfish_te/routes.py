@@ -38,7 +38,6 @@ from .forest import CyclicPolicyError
 from .noise import RandomSource, RNGLike, check_rng
 from .policies import Policy
 from .secure import SecureRandom
-from .strategies.base import sparse_rows
 from .transform import TreeTransform, transform
 from .workloads import MarginalCounts, Workload
 
@@ -272,7 +271,7 @@ def transform_floor(workload: Workload, tr: TreeTransform, epsilon: float) -> fl
     no cheap sparse form."""
     if tr.num_edges == 0:
         return None
-    rows = sparse_rows(tr.workload(workload))
+    rows = tr.workload(workload).sparse_rows()
     if rows is None:
         return None
     peaks = np.asarray(abs(rows).max(axis=1).todense(), dtype=np.float64).reshape(-1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .policies import CliqueEdges, Policy
+from .policies import Policy
 from .workloads import Workload, as_workload
 
 __all__ = ["sensitivity", "check_compatible"]
@@ -35,11 +35,8 @@ def sensitivity(workload, policy: Policy) -> float:
     workload = as_workload(workload)
     check_compatible(workload, policy)
     best = 0.0
-    for block in policy.edge_blocks:
-        if isinstance(block, CliqueEdges):
-            value = workload.column_diameter(block.cells)
-        else:
-            u, v = block.pairs(policy.shape)
-            value = float(np.max(workload.difference_norms(u, v)))
-        best = max(best, value)
+    for cells in policy.cliques():  # every pair of a clique: the diameter of its columns, never listed
+        best = max(best, workload.column_diameter(cells))
+    for u, v in policy.edge_pairs():
+        best = max(best, float(np.max(workload.difference_norms(u, v))))
     return best

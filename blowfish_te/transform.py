@@ -39,6 +39,7 @@ from .policies import Policy
 from .sensitivity import check_compatible
 from .trees import stretch as tree_stretch
 from .workloads import Workload, as_workload
+from .workloads.base import MAX_ROW_NONZEROS
 
 __all__ = ["CyclicPolicyError", "TreeTransform", "TransformedWorkload", "transform"]
 
@@ -247,6 +248,15 @@ class TransformedWorkload(Workload):
 
     def tosparse(self) -> sp.csr_array:
         return self.base.times_incidence(self.tree.child, self.tree.parent)
+
+    def sparse_rows(self) -> sp.csr_array | None:
+        """W P_G when W has cheap sparse rows: a row is non-zero only on the edges that cross its
+        query's boundary."""
+        base = self.base.sparse_rows()
+        if base is None:
+            return None
+        rows = sp.csr_array(base @ signed_incidence(self.tree.child, self.tree.parent, self.base.size), dtype=np.float64)
+        return rows if rows.nnz <= MAX_ROW_NONZEROS else None
 
     def fingerprint(self) -> str | None:
         """The base workload's digest with the tree's edges (None when the base has none)."""

@@ -20,7 +20,7 @@ from ._graph import csgraph_ready
 from ._grid import shape_label as _fmt
 from ._validation import check_int, check_shape, check_size, is_int
 from .forest import RootedForest
-from .policies import BOTTOM, CliqueEdges, OffsetEdges, PairEdges, Policy, check_policy
+from .policies import BOTTOM, PairEdges, Policy, check_policy
 
 __all__ = [
     "Stretch",
@@ -235,9 +235,8 @@ def _build_candidates(policy: Policy) -> dict[str, Policy]:
     only for sparse graphs without cliques, where they can add something: on 1-D offset policies
     the MST is the line tree and the hub tree beats BFS, and on cliques the star is best."""
     shape = policy.shape
-    blocks = policy.edge_blocks
-    one_d_offsets = len(shape) == 1 and all(isinstance(b, OffsetEdges) for b in blocks)
-    cliques = any(isinstance(b, CliqueEdges) for b in blocks)
+    one_d_offsets = len(shape) == 1 and policy.offset_steps() is not None
+    cliques = bool(policy.cliques())
     sparse = policy.num_edges <= 16 * policy.size
     trees = {"stars": stars(policy)}
     if sparse and not (one_d_offsets or cliques):
@@ -297,16 +296,10 @@ def edge_span(policy: Policy) -> int:
     """Largest |u - v| over the cell edges of a 1-D policy (θ for a threshold graph), block by
     block without listing clique pairs; 0 when no edge joins two cells."""
     check_policy(policy)
-    width = 0
-    for block in policy.edge_blocks:
-        if isinstance(block, OffsetEdges):
-            width = max(width, abs(block.offset[0]))
-        elif isinstance(block, CliqueEdges):
-            width = max(width, int(block.cells[-1] - block.cells[0]))
-        else:
-            cells = block.v < policy.size
-            if cells.any():
-                width = max(width, int(np.max(block.v[cells] - block.u[cells])))
+    width = max((abs(offset[0]) for offset in policy.offsets()), default=0)
+    width = max([width] + [int(cells[-1] - cells[0]) for cells in policy.cliques()])
+    for u, v in policy.edge_pairs(offsets=False, bottom=False):
+        width = max(width, int(np.max(v - u)))
     return width
 
 
@@ -353,18 +346,21 @@ def stretch(policy: Policy, tree: Policy, rooted: RootedForest | None = None, hi
     hist = np.zeros(1, dtype=np.int64)
     total = 0.0
     disconnected = 0
-    for block in policy.edge_blocks:
-        if not histogram and isinstance(block, CliqueEdges):
-            parts = np.bincount(np.unique(tree_labels[block.cells], return_inverse=True)[1])
-            if parts.size > 1:  # pairs of the clique split between tree components
-                disconnected += block.count(policy.shape) - int((parts * (parts - 1) // 2).sum())
-                continue
-            diameter = _clique_diameter(rooted, block.cells)
-            if diameter >= hist.size:
-                hist = np.concatenate([hist, np.zeros(diameter + 1 - hist.size, dtype=np.int64)])
-            hist[diameter] = max(hist[diameter], 1)
+    listed = list(policy.edge_pairs())
+    for cells in policy.cliques():
+        if histogram:  # every pair's distance
+            i, j = np.triu_indices(cells.size, k=1)
+            listed.append((cells[i], cells[j]))
             continue
-        u, v = block.pairs(policy.shape)
+        parts = np.bincount(np.unique(tree_labels[cells], return_inverse=True)[1])
+        if parts.size > 1:  # pairs of the clique split between tree components
+            disconnected += cells.size * (cells.size - 1) // 2 - int((parts * (parts - 1) // 2).sum())
+            continue
+        diameter = _clique_diameter(rooted, cells)
+        if diameter >= hist.size:
+            hist = np.concatenate([hist, np.zeros(diameter + 1 - hist.size, dtype=np.int64)])
+        hist[diameter] = max(hist[diameter], 1)
+    for u, v in listed:
         d = rooted.distances(u, v)
         gone = d < 0
         disconnected += int(gone.sum())

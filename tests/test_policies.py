@@ -1,3 +1,4 @@
+import itertools
 import math
 
 import networkx as nx
@@ -7,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from blowfish_te import BOTTOM, policies
+from blowfish_te import workloads as wl
 from blowfish_te.errors import SpecError
 from blowfish_te.testing import brute_edges, edge_set
 
@@ -454,3 +456,87 @@ def test_policy_specs_parse_build_and_refuse_exactly():
     with pytest.raises(SpecError) as info:
         policies.PolicySpec.parse("line").build(0)
     assert str(info.value) == "policy 'line': shape[0] must be >= 1 (no empty axes), got 0 in (0,)"
+
+
+# -- structural questions: the policy answers them, whatever blocks hold its edges ----------------
+
+def _policies_of_every_block_kind():
+    """One policy per edge-block kind, and mixtures (⊥ among explicit pairs, cliques beside offsets)."""
+    return [
+        policies.grid((4, 5), 2),  # offset blocks
+        policies.attribute((3, 4)),  # offset blocks: the attribute policy
+        policies.unbounded((3, 4)),  # every cell to ⊥
+        policies.complete((6,)),  # one clique: bounded DP
+        policies.partition([0, 0, 1, 1, 2, 2, 2, 0]),  # cliques
+        policies.from_edges(8, [(0, 3), (2, 5), (4, 8), (1, 8)]),  # explicit pairs, some to ⊥
+        policies.Policy((9,), [policies.CliqueEdges(np.array([0, 2, 5])), policies.OffsetEdges((1,)),
+                               policies.PairEdges(np.array([3, 6]), np.array([8, 9]))], has_bottom=True),
+    ]
+
+
+@pytest.mark.parametrize("policy", _policies_of_every_block_kind(), ids=lambda p: p.name)
+def test_the_structural_questions_account_for_every_edge_once(policy):
+    """offsets(), cliques() and edge_pairs() list each edge exactly once between them; edges to ⊥,
+    joined cells, offset steps, completeness and the attribute structure agree with the edge list."""
+    k, shape, edges = policy.size, policy.shape, policy.edges
+    listed = []
+    for offset in policy.offsets():
+        listed += zip(*(a.tolist() for a in policies.OffsetEdges(offset).pairs(shape)))
+    for cells in policy.cliques():
+        listed += [(int(cells[i]), int(cells[j])) for i, j in zip(*np.triu_indices(cells.size, 1))]
+    for u, v in policy.edge_pairs(offsets=False):
+        listed += zip(u.tolist(), v.tolist())
+    assert sorted(listed) == sorted(map(tuple, edges.tolist()))
+    clique_pairs = [e for cells in policy.cliques() for e in zip(*np.triu_indices(cells.size, 1))]
+    assert sum(u.size for u, _ in policy.edge_pairs()) + len(clique_pairs) == policy.num_edges
+    assert all((v < k).all() for _, v in policy.edge_pairs(bottom=False))
+    assert sum(u.size for u, _ in policy.edge_pairs(bottom=False)) + len(clique_pairs) == int((edges[:, 1] < k).sum())
+    np.testing.assert_array_equal(policy.bottom_cells(), np.unique(edges[edges[:, 1] == k, 0]))
+    assert policy.joins_cells == bool((edges[:, 1] < k).any())
+    assert policy.touches_bottom == bool((edges[:, 1] == k).any())
+    steps = policy.offset_steps()
+    if steps is not None:
+        expected = {e for d in steps for e in zip(*(a.tolist() for a in policies.OffsetEdges(d).pairs(shape)))}
+        assert expected == set(map(tuple, edges.tolist()))
+    pairs = set(itertools.combinations(range(k), 2))
+    assert policy.is_complete == (not policy.has_bottom and set(map(tuple, edges.tolist())) == pairs)
+    coords = np.array(np.unravel_index(np.arange(k), shape)).T
+    one_attribute = {(a, b) for a, b in pairs if (coords[a] != coords[b]).sum() == 1}
+    assert policy.is_attribute == (not policy.has_bottom and set(map(tuple, edges.tolist())) == one_attribute)
+
+
+def test_every_edge_block_kind_is_covered_and_an_unknown_one_refused():
+    """The structural questions dispatch over the closed union of edge blocks: the policies above
+    hold every kind, and a block of another kind is refused by name."""
+    import typing
+
+    from blowfish_te.policies import EdgeBlock
+
+    kinds = {type(b) for p in _policies_of_every_block_kind() for b in p.edge_blocks}
+    assert set(typing.get_args(EdgeBlock)) | {policies.BottomEdges} <= kinds
+
+    class Strange:
+        pass
+
+    with pytest.raises(TypeError, match="edge blocks must be OffsetEdges, PairEdges or CliqueEdges, got Strange"):
+        policies.Policy((3,), [Strange()])
+    with pytest.raises(TypeError, match="got Strange"):
+        policies._kind(Strange())
+
+
+@pytest.mark.parametrize("policy", _policies_of_every_block_kind(), ids=lambda p: p.name)
+def test_structure_algorithms_agree_with_the_listed_edges(policy):
+    """Sensitivity, the quotient policy and the marginal moves, read through the structural
+    questions, equal their brute force over the policy's listed edges (every block kind)."""
+    from blowfish_te.partitions import quotient_policy
+    from blowfish_te.sensitivity import sensitivity
+
+    k, edges = policy.size, policy.edges
+    w = wl.prefix(k) if policy.ndim == 1 else wl.random_rects(policy.shape, 6, rng=2)
+    dense = np.concatenate([w.dense(), np.zeros((w.num_queries, 1))], axis=1)
+    brute = max((np.abs(dense[:, u] - dense[:, v]).sum() for u, v in edges.tolist()), default=0.0)
+    assert sensitivity(w, policy) == pytest.approx(brute)
+    labels = np.arange(k) % 3
+    extended = np.append(labels, 3)
+    mapped = {(min(a, b), max(a, b)) for a, b in zip(extended[edges[:, 0]], extended[edges[:, 1]]) if a != b}
+    assert set(map(tuple, quotient_policy(policy, labels).edges.tolist())) == mapped

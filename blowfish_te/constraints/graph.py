@@ -37,7 +37,7 @@ from scipy.sparse import csgraph
 from .._graph import csgraph_ready
 from .._validation import check_int
 from ..errors import ConstraintError
-from ..policies import CliqueEdges, OffsetEdges, Policy, complete
+from ..policies import Policy, complete
 from ..sensitivity import sensitivity
 from ..workloads import Workload
 from .queries import Constraints
@@ -127,14 +127,13 @@ def _group_pairs(policy: Policy, moves: str, group: np.ndarray) -> tuple[np.ndar
     if moves == "any":
         return _all_pairs(group)
     a, b = [], []
-    for block in policy.edge_blocks:
-        if isinstance(block, CliqueEdges):
-            ga, gb = _all_pairs(group[block.cells])
-        else:
-            u, v = block.pairs(policy.shape)
-            ga, gb = group[u], group[v]
+    for cells in policy.cliques():
+        ga, gb = _all_pairs(group[cells])
         a.append(ga)
         b.append(gb)
+    for u, v in policy.edge_pairs():
+        a.append(group[u])
+        b.append(group[v])
     ga, gb = np.concatenate(a), np.concatenate(b)
     lo, hi = np.minimum(ga, gb), np.maximum(ga, gb)
     keep = lo != hi
@@ -381,19 +380,6 @@ class ConstrainedSensitivity:
                 f"witness {' → '.join(self.witness)})")
 
 
-def _is_complete(policy: Policy) -> bool:
-    return not policy.has_bottom and policy.num_edges == policy.size * (policy.size - 1) // 2
-
-
-def _is_attribute(policy: Policy) -> bool:
-    if policy.has_bottom or not all(isinstance(b, OffsetEdges) for b in policy.edge_blocks):
-        return False
-    offsets = {b.offset for b in policy.edge_blocks}
-    d = policy.ndim
-    wanted = {tuple(t if i == axis else 0 for i in range(d)) for axis, k in enumerate(policy.shape) for t in range(1, k)}
-    return offsets == wanted
-
-
 def _gray_path(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
     """Every value combination of ``shape``, one coordinate changing per step (the reflected
     mixed-radix Gray code): a Hamiltonian path of the Hamming graph, not always a cycle."""
@@ -437,10 +423,10 @@ def _closed_form(constraints: Constraints, policy: Policy, moves: str) -> Constr
     shape = constraints.shape
     if any(len(s) == len(shape) for s in subsets):
         return None
-    every_move = moves == "any" and not policy.has_bottom or _is_complete(policy)
+    every_move = moves == "any" and not policy.has_bottom or policy.is_complete
     if every_move and len(subsets) == 1:
         theorem, sizes = "Thm 8.4", [math.prod(shape[i] for i in subsets[0])]
-    elif moves == "edges" and _is_attribute(policy) and len({a for s in subsets for a in s}) == sum(map(len, subsets)):
+    elif moves == "edges" and policy.is_attribute and len({a for s in subsets for a in s}) == sum(map(len, subsets)):
         theorem, sizes = "Thm 8.5", [math.prod(shape[i] for i in s) for s in subsets]
     else:
         return None

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..policies import PairEdges, Policy
+from ..policies import Policy
 from ..strategies import IdentityStrategy
-from ..strategies.base import sparse_rows
 from ..strategies.marginals import MarginalStrategy, move_patterns
 from ..transform import TransformedWorkload
 from ..workloads import Boxes, Marginals, Workload
@@ -36,9 +35,7 @@ class Identity(LinearMechanism):
         an edge between two cells, ‖e_u‖₁ = 1 for an edge to ⊥; 1 for unit changes."""
         if policy is None:
             return 1.0
-        k = policy.size
-        between_cells = any(not isinstance(b, PairEdges) or bool(np.any(b.v < k)) for b in policy.edge_blocks)
-        return 2.0 if between_cells else (1.0 if policy.num_edges else 0.0)
+        return 2.0 if policy.joins_cells else (1.0 if policy.num_edges else 0.0)
 
     def reconstruction_frobenius_sq(self, workload: Workload, strategy: Workload) -> float:
         """‖W‖_F²: from the boxes themselves or, through the line's transform, from the column
@@ -46,7 +43,7 @@ class Identity(LinearMechanism):
         through another tree's transform or a partition), else from its columns."""
         if isinstance(workload, Boxes) or (isinstance(workload, TransformedWorkload) and workload.tree.is_line):
             return workload.frobenius_sq()
-        rows = sparse_rows(workload)
+        rows = workload.sparse_rows()
         return float((rows.data**2).sum()) if rows is not None else workload.frobenius_sq()
 
 

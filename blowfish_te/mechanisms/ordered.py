@@ -16,7 +16,7 @@ from .._cache import IdentityCache
 from .._grid import ceil_log
 from .._validation import check_epsilon, check_int, check_real
 from ..noise import add_laplace
-from ..policies import PairEdges, Policy, line
+from ..policies import Policy, line
 from ..policies import from_edges as policies_from_edges
 from ..routes import Outcome
 from ..sensitivity import check_compatible, sensitivity
@@ -41,10 +41,7 @@ def _check_ordered(policy: Policy, workload: Workload, name: str) -> None:
 
 def _interior_bottom(policy: Policy) -> bool:
     """Whether ⊥ is joined to a cell other than the last one."""
-    k = policy.size
-    return any(
-        isinstance(b, PairEdges) and bool(np.any((b.v == k) & (b.u < k - 1))) for b in policy.edge_blocks
-    )
+    return bool(np.any(policy.bottom_cells() < policy.size - 1))
 
 
 def _line_to_bottom(k: int) -> Policy:

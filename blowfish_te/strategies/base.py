@@ -9,34 +9,13 @@ import scipy.sparse as sp
 from .._validation import check_real_array
 from ..transform import TransformedWorkload
 from ..workloads.base import CHUNK_ENTRIES, Workload, unit_blocks
-from ..workloads.boxes import Boxes
-from ..workloads.buckets import BucketWorkload
 from ..workloads.matrix import MatrixWorkload
-
-#: Largest number of non-zeros of a workload's sparse rows that the closed-form errors build.
-MAX_ROW_NONZEROS = 2**24
-
 
 
 def sparse_rows(workload: Workload) -> sp.csr_array | None:
-    """W as a CSR array when it has a cheap sparse form with at most MAX_ROW_NONZEROS entries:
-    boxes, explicit matrices, and such workloads moved onto a tree's edges (W_G = W P_G, whose
-    rows are non-zero only on the edges that cross a query's boundary) and a partition's view of
-    those (W E). Else None."""
-    if isinstance(workload, BucketWorkload):
-        dense = workload.overlap_matrix()
-        if dense is not None:
-            return sp.csr_array(dense)
-        rows = sparse_rows(workload.base)
-        return None if rows is None else sp.csr_array(rows @ workload.spread)
-    base = workload.base if isinstance(workload, TransformedWorkload) else workload
-    if isinstance(base, Boxes):
-        if float((base.hi - base.lo + 1).prod(axis=1).sum()) > MAX_ROW_NONZEROS:
-            return None
-    elif not isinstance(base, MatrixWorkload):
-        return None
-    rows = sp.csr_array(workload.tosparse(), dtype=np.float64)
-    return rows if rows.nnz <= MAX_ROW_NONZEROS else None
+    """W as a CSR array when it has a cheap sparse form with at most MAX_ROW_NONZEROS entries
+    (:meth:`Workload.sparse_rows <blowfish_te.workloads.Workload.sparse_rows>`), else None."""
+    return workload.sparse_rows()
 
 
 class LeastSquares(Workload):

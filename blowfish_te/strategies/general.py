@@ -14,7 +14,7 @@ from .._grid import shape_label
 from .._validation import check_shape
 from ..workloads import Boxes, Workload, as_workload
 from ..workloads.base import CHUNK_ENTRIES, unit_blocks
-from .base import LeastSquares, sparse_rows
+from .base import LeastSquares
 
 #: Largest domain for the dense Cholesky factor of AᵀA (K² entries).
 MAX_DENSE_CELLS = 4096
@@ -106,7 +106,7 @@ class GeneralStrategy(LeastSquares, Workload):
         m, k = workload.shape
         if m > self.shape[0] or (workload.structured_gram and m > k):
             return super().lstsq_frobenius_sq(workload)
-        rows = sparse_rows(workload)  # W's rows as blocks of a sparse array: no product per block
+        rows = workload.sparse_rows()  # W's rows as blocks of a sparse array: no product per block
         columns = None if rows is None else sp.csc_array(rows.T)
         total = 0.0
         for index, unit in unit_blocks(m, CHUNK_ENTRIES // max(2 * k, 1)):

@@ -35,7 +35,6 @@ from .._validation import check_int
 from ..workloads import Boxes, Workload, as_workload
 from ..workloads.base import unit_blocks
 from ..workloads.boxes import coverage
-from .base import sparse_rows
 from .hierarchy import Hierarchy, TreeStrategy
 
 #: GreedyH holds a dense min(K, m) × min(K, m) matrix (WᵀW, or W Wᵀ in query space).
@@ -138,7 +137,7 @@ def _image_space(workload: Workload):
         return _CellSpace(workload.gram_matrix(max_entries=k * k))
     budget = k * k / 8
     short = not isinstance(workload, Boxes) or float(((workload.hi - workload.lo + 1).prod(axis=1) ** 2.0).sum()) <= budget
-    rows = sparse_rows(workload) if short else None
+    rows = workload.sparse_rows() if short else None
     if rows is not None and float((np.diff(rows.indptr).astype(np.float64) ** 2).sum()) <= budget:
         return _CellSpace(sp.csr_array(rows.T @ rows))
     if min(k, m) > MAX_GREEDY_CELLS:
@@ -146,7 +145,7 @@ def _image_space(workload: Workload):
                          f"cells or queries, got {k} cells and {m} queries")
     if k * k <= DENSE_GRAM_ENTRIES or k <= m:
         return _CellSpace(workload.gram_matrix(max_entries=k * k))
-    rows = rows if rows is not None else sparse_rows(workload)
+    rows = rows if rows is not None else workload.sparse_rows()
     if rows is None:
         raise ValueError(f"GreedyH on {workload.name}: {k} cells need the workload's sparse rows (boxes or an explicit "
                          f"matrix, at most 2^24 non-zeros) to work in query space")

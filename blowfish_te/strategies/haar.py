@@ -27,7 +27,7 @@ from .._grid import shape_label
 from .._validation import check_shape
 from ..workloads.base import CHUNK_ENTRIES, Workload, as_block, check_norm
 from ..workloads.boxes import Boxes
-from .base import LeastSquares, sparse_rows
+from .base import LeastSquares
 
 
 def _forward(a: np.ndarray, axis: int) -> np.ndarray:
@@ -148,7 +148,7 @@ class HaarStrategy(LeastSquares, Workload):
                     per_box *= _range_energy(workload.lo[:, axis], workload.hi[:, axis], n)
                 weights = 1.0 if workload.weights is None else workload.weights**2
                 return float((weights * per_box).sum())
-            rows = sparse_rows(workload)
+            rows = workload.sparse_rows()
             if rows is not None:
                 return self._sparse_error(rows)
         return super().lstsq_frobenius_sq(workload)

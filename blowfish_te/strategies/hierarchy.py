@@ -46,7 +46,7 @@ from .._grid import shape_label
 from .._validation import check_int, check_real_array, check_shape
 from ..workloads.base import CHUNK_ENTRIES, Workload, as_block, check_norm
 from ..workloads.boxes import Boxes
-from .base import LeastSquares, sparse_rows
+from .base import LeastSquares
 
 
 def _index_dtype(n: int) -> type:
@@ -391,7 +391,7 @@ class TreeStrategy(LeastSquares, Boxes):
         if workload.domain == self.domain:
             if isinstance(workload, Boxes):
                 return self._ranges_error(workload) if len(self.domain) == 1 else self._boxes_error(workload)
-            rows = sparse_rows(workload)
+            rows = workload.sparse_rows()
             if rows is not None:
                 return self._sparse_error(rows)
         return super().lstsq_frobenius_sq(workload)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..policies import BottomEdges, CliqueEdges, OffsetEdges, PairEdges, Policy
+from ..policies import Policy
 from ..workloads.base import Workload
 from .lbfgs import minimize_nonnegative
 
@@ -141,25 +141,13 @@ def move_patterns(policy: Policy | None) -> Moves:
     policies) by the attributes that vary in it."""
     if policy is None:
         return UNIT_CHANGES
-    shape, k = policy.shape, policy.size
-    found: set[int] = set()
-    bottom = False
-    for block in policy.edge_blocks:
-        if isinstance(block, BottomEdges):
-            bottom = True
-        elif isinstance(block, OffsetEdges):
-            if block.count(shape):
-                found.add(_mask(np.flatnonzero(block.offset)))
-        elif isinstance(block, PairEdges):
-            to_bottom = block.v >= k
-            bottom = bottom or bool(np.any(to_bottom))
-            if not np.all(to_bottom):
-                found |= _pair_patterns(shape, block.u[~to_bottom], block.v[~to_bottom])
-        elif isinstance(block, CliqueEdges):
-            found |= _clique_patterns(shape, block.cells)
-        else:  # pragma: no cover - a new kind of edge block must say how it moves records
-            raise TypeError(f"unknown edge block {type(block).__name__}")
-    return Moves(_maximal(found), bottom)
+    shape = policy.shape
+    found: set[int] = {_mask(np.flatnonzero(offset)) for offset in policy.offsets()}
+    for cells in policy.cliques():
+        found |= _clique_patterns(shape, cells)
+    for u, v in policy.edge_pairs(offsets=False, bottom=False):
+        found |= _pair_patterns(shape, u, v)
+    return Moves(_maximal(found), policy.touches_bottom)
 
 
 def marginal_table(x: np.ndarray, shape: tuple[int, ...], subset: tuple[int, ...]) -> np.ndarray:

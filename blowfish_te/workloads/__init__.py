@@ -24,13 +24,12 @@ from .._validation import MAX_DOMAIN_CELLS, as_array, check_int, check_shape, ch
 from ..errors import SpecError
 from ..noise import RNGLike, check_rng
 from .all_ranges import AllRanges
-from .base import Workload
+from .base import QueryRows, Workload
 from .boxes import Boxes
 from .buckets import BucketWorkload
 from .marginals import MarginalCounts, Marginals, all_marginals, marginals
 from .matrix import MatrixWorkload
 from .ramps import RampedPrefixes
-from .rows import QueryRows
 from .stacked import Stacked
 
 __all__ = [
@@ -168,13 +167,7 @@ def evenly_spaced_queries(workload: Workload, count: int) -> Workload:
     count = check_int(count, "count", minimum=1)
     m = workload.num_queries
     rows = np.unique(np.linspace(0, m - 1, min(count, m)).round().astype(np.int64))
-    name = f"{workload.name}[{rows.size} queries]"
-    if isinstance(workload, Boxes):
-        weights = None if workload.weights is None else workload.weights[rows]
-        return Boxes(workload.domain, workload.lo[rows], workload.hi[rows], name=name, weights=weights)
-    if isinstance(workload, BucketWorkload):
-        return BucketWorkload(evenly_spaced_queries(workload.base, count), workload.labels)
-    return QueryRows(workload, rows)
+    return workload.rows(rows)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ MAX_DENSE_ENTRIES = 2**26
 
 #: Entries per temporary block in chunked computations.
 CHUNK_ENTRIES = 2**22
+#: Largest number of non-zeros of a workload's sparse rows (:meth:`Workload.sparse_rows`).
+MAX_ROW_NONZEROS = 2**24
 
 
 def unit_blocks(n: int, step: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -138,6 +140,18 @@ class Workload(LinearMap):
     def tosparse(self) -> sp.csr_array:
         """W as a sparse CSR array (generic version: through the dense form)."""
         return sp.csr_array(self.dense())
+
+    def sparse_rows(self) -> sp.csr_array | None:
+        """W as a CSR array when it has a cheap sparse form with at most :data:`MAX_ROW_NONZEROS`
+        entries (boxes, explicit matrices, and such workloads seen through a transform or a
+        partition say so); None by default."""
+        return None
+
+    def rows(self, indices: ArrayLike) -> Workload:
+        """The queries ``indices`` (in that order) as a workload over the same domain; by default
+        a :class:`~blowfish_te.workloads.QueryRows` view, and a workload whose closed forms survive
+        a subset of its queries (boxes, a partition's view) gives one of its own kind."""
+        return QueryRows(self, indices)
 
     def times_incidence(self, child: np.ndarray, parent: np.ndarray) -> sp.csr_array:
         """Sparse W·P, P the signed incidence of edges child → parent (+1 at child, -1 at parent; K is ⊥)."""
@@ -262,3 +276,33 @@ class _Gram(LinearMap):
 
     def _adjoint(self) -> _Gram:
         return self
+
+
+class QueryRows(Workload):
+    """The rows ``rows`` of ``base`` as a workload over the same domain (W_S = S W); they are kept
+    as ``picked``."""
+
+    def __init__(self, base: Workload, rows: ArrayLike) -> None:
+        rows = check_index_array(rows, "rows", base.num_queries - 1)
+        if rows.size == 0:
+            raise ValueError("rows must select at least one query")
+        self.base = base
+        self.picked = rows
+        super().__init__(base.domain, rows.size, f"{base.name}[{rows.size} queries]")
+
+    def _matmat(self, x: ArrayLike) -> np.ndarray:
+        return np.asarray(self.base._matmat(as_block(x)))[self.picked]
+
+    def _rmatmat(self, z: ArrayLike) -> np.ndarray:
+        z = as_block(z)
+        full = np.zeros((self.base.num_queries, z.shape[1]))
+        np.add.at(full, self.picked, z)
+        return self.base._rmatmat(full)
+
+    def frobenius_sq(self) -> float:
+        """‖W_S‖_F² from the selected rows (Wᵀ on unit vectors), not from the K columns."""
+        m, k = self.shape
+        total = 0.0
+        for _, unit in unit_blocks(m, CHUNK_ENTRIES // max(k, 1)):
+            total += float((np.asarray(self._rmatmat(unit)) ** 2).sum())
+        return total

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from .._digest import digest
 from .._grid import offset_pairs, positive_offsets, strides
 from .._validation import MAX_DOMAIN_CELLS, as_array, check_index_array, check_real_array, check_shape
-from .base import CHUNK_ENTRIES, Workload, as_block, check_norm
+from .base import CHUNK_ENTRIES, MAX_ROW_NONZEROS, Workload, as_block, check_norm
 
 #: Cap on non-zeros of sparse forms built on request.
 MAX_SPARSE_NNZ = 2**26
@@ -360,6 +360,19 @@ class Boxes(Workload):
         return cells[np.unique(key, return_index=True)[1]]
 
     # -- sparse forms -----------------------------------------------------------------------
+    def sparse_rows(self) -> sp.csr_array | None:
+        """:meth:`tosparse` when the boxes' total volume is at most MAX_ROW_NONZEROS cells."""
+        if float((self.hi - self.lo + 1).prod(axis=1).sum()) > MAX_ROW_NONZEROS:
+            return None
+        return sp.csr_array(self.tosparse(), dtype=np.float64)
+
+    def rows(self, indices) -> Boxes:
+        """The boxes ``indices`` (their weights kept): boxes stay boxes, so closed forms apply."""
+        indices = check_index_array(indices, "indices", self.num_queries - 1)
+        weights = None if self.weights is None else self.weights[indices]
+        return Boxes(self.domain, self.lo[indices], self.hi[indices], name=f"{self.name}[{indices.size} queries]",
+                     weights=weights)
+
     def tosparse(self) -> sp.csr_array:
         """W as a CSR array with one non-zero per (box, cell inside it), built on first use and
         shared: its arrays are read-only (copy it to modify)."""

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._operator import FunctionMap, LinearMap
-from .base import CHUNK_ENTRIES, Workload, as_block, check_norm
+from .base import CHUNK_ENTRIES, MAX_ROW_NONZEROS, Workload, as_block, check_norm
 from .boxes import Boxes
 
 #: Boxes with at most this many (box, cell) pairs are multiplied out sparsely.
@@ -41,6 +41,22 @@ class BucketWorkload(Workload):
         self.sizes = sizes
         self.spread = sp.csr_array((1.0 / sizes[labels], (np.arange(labels.size), labels)), shape=(labels.size, sizes.size))
         super().__init__((sizes.size,), base.num_queries, f"{base.name} on {sizes.size} buckets")
+
+    def sparse_rows(self) -> sp.csr_array | None:
+        """W E from the box overlaps where the buckets are boxes, else the base's sparse rows times
+        E; None when neither is cheap."""
+        dense = self.overlap_matrix()
+        if dense is not None:
+            return sp.csr_array(dense)
+        rows = self.base.sparse_rows()
+        if rows is None:
+            return None
+        rows = sp.csr_array(rows @ self.spread)
+        return rows if rows.nnz <= MAX_ROW_NONZEROS else None
+
+    def rows(self, indices) -> BucketWorkload:
+        """The partition's view of the base's queries ``indices``: it keeps its partition."""
+        return BucketWorkload(self.base.rows(indices), self.labels)
 
     def expand(self, totals: np.ndarray) -> np.ndarray:
         """Cell estimates from bucket totals, uniform within each bucket."""

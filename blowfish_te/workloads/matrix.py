@@ -7,7 +7,7 @@ import scipy.sparse as sp
 
 from .._digest import digest
 from .._validation import as_array, check_index_array
-from .base import CHUNK_ENTRIES, MAX_DENSE_ENTRIES, Workload, as_block, check_norm
+from .base import CHUNK_ENTRIES, MAX_DENSE_ENTRIES, MAX_ROW_NONZEROS, Workload, as_block, check_norm
 
 
 class MatrixWorkload(Workload):
@@ -54,6 +54,10 @@ class MatrixWorkload(Workload):
 
     def tosparse(self) -> sp.csr_array:
         return self.matrix.copy()
+
+    def sparse_rows(self) -> sp.csr_array | None:
+        rows = sp.csr_array(self.matrix, dtype=np.float64)
+        return rows if rows.nnz <= MAX_ROW_NONZEROS else None
 
     def max_abs_entry(self) -> float:
         return float(np.abs(self.matrix.data).max(initial=0.0))

@@ -139,7 +139,7 @@ def test_greedy_with_a_sparse_gram_chooses_the_same_weights(rule, monkeypatch):
     monkeypatch.setattr("blowfish_te.strategies.greedy.SMALL_GRAM_ENTRIES", 0)  # look for the sparse Gram even here
     assert not isinstance(_image_space(moved).gram, np.ndarray)
     sparse = greedy_hierarchy(moved, 3, rule=rule)
-    monkeypatch.setattr("blowfish_te.strategies.greedy.sparse_rows", lambda workload: None)
+    monkeypatch.setattr(type(moved), "sparse_rows", lambda workload: None)  # the dense Gram
     dense = greedy_hierarchy(moved, 3, rule=rule)
     np.testing.assert_allclose(sparse.node_weights, dense.node_weights)
     assert sparse.selection_score == pytest.approx(dense.selection_score)
