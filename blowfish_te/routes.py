@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol, cast
 
 import numpy as np
@@ -41,7 +41,7 @@ from .secure import SecureRandom
 from .transform import TreeTransform, transform
 from .workloads import MarginalCounts, Workload
 
-__all__ = ["ROUTES", "Candidate", "ChoiceRoute", "Chooser", "ExactMechanism", "ExactRoute", "NativeMechanismLike",
+__all__ = ["ROUTES", "Candidate", "ChoiceRoute", "Chooser", "ExactMechanism", "ExactRoute", "MechanismTags", "NativeMechanismLike",
            "NativeRoute", "Outcome", "Plan", "Release", "Request", "RoutedMechanism", "TransformRoute", "plan_routes"]
 
 #: The routes a caller may request.
@@ -71,17 +71,53 @@ class Outcome:
     unconstrained_answers: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class MechanismTags:
+    """What a mechanism declares about itself: the planner, the selectors and the auditor ask
+    these instead of its class. Built from the class attributes of the same names, each class
+    declaring its own and inheriting the rest along its MRO (as scikit-learn builds an
+    estimator's tags); read through :attr:`Mechanism.tags <blowfish_te.mechanisms.Mechanism.tags>`."""
+
+    #: The routes it gets (keys of :data:`ROUTE_CLASSES`): ``"transform"`` for any ε-DP
+    #: algorithm, ``"exact"`` for a linear data-independent one, ``"native"`` for one that reads
+    #: the policy, ``"choice"`` for one that compares others.
+    routes: tuple[str, ...]
+    #: Its expected error is analytic (data-independent, possibly None where it cannot be
+    #: computed): the planner ranks routes and trees by it, ``auto`` compares it.
+    analytic_error: bool
+    #: A linear strategy answered by least squares: Laplace noise calibrated to Δ_G of its
+    #: strategy under any policy (the exact route), and the plain release of the data-dependent ones.
+    linear: bool
+    #: Its release is x plus one independent Laplace draw per cell, so structure can be read back
+    #: from it (:mod:`blowfish_te.smoothing`).
+    laplace_on_cells: bool
+    #: It models x as records spread over cells: it runs under DP policies only.
+    models_records: bool
+    #: It runs on a 2-D grid only.
+    needs_grid: bool
+    #: It answers marginal workloads only.
+    needs_marginals: bool
+    #: It tunes its own plan and predicts the time that takes (held to ``auto``'s time budget).
+    tunes_plan: bool
+    #: The noise sampler it draws from with a numpy Generator.
+    sampler: str
+
+    @classmethod
+    def of(cls, mechanism_class: type) -> MechanismTags:
+        """The tags a mechanism class declares (class attributes, inherited along its MRO)."""
+        return cls(**{f.name: getattr(mechanism_class, f.name) for f in fields(cls)})
+
+
 class RoutedMechanism(Protocol):
     """What the planner and the transform route may ask of every mechanism (the routes know
     mechanisms only through this; :class:`blowfish_te.mechanisms.Mechanism` implements it):
-    its tags — the routes it gets, whether it has an analytic error, models records, and how it
-    samples — and the ε-DP release on unit changes that a transform route runs on (W_T, x_T)."""
+    its name and :class:`MechanismTags`, and the ε-DP release on unit changes that a transform
+    route runs on (W_T, x_T)."""
 
     name: str
-    routes: tuple[str, ...]
-    analytic_error: bool
-    models_records: bool
-    sampler: str
+
+    @property
+    def tags(self) -> MechanismTags: ...
 
     def registry(self) -> Mapping[str, Any]: ...
 
@@ -290,11 +326,11 @@ class TransformRoute(Candidate):
         mech, workload, policy, epsilon = request.mechanism, request.workload, request.policy, request.epsilon
         if request.route == "exact":
             return [], ""
-        if (request.route == "auto" and request.tree is None and "exact" in mech.routes
+        if (request.route == "auto" and request.tree is None and "exact" in mech.tags.routes
                 and policy.size > STRUCTURED_CELLS and mech.handles_large_domain(workload)):
             return [], ""  # the exact route needs no K-sized array; a transform would
-        if mech.models_records and not policy.is_differential_privacy:
-            works = ", ".join(sorted(name for name, cls in mech.registry().items() if not cls.models_records))
+        if mech.tags.models_records and not policy.is_differential_privacy:
+            works = ", ".join(sorted(name for name, cls in mech.registry().items() if not MechanismTags.of(cls).models_records))
             raise ValueError(
                 f"mechanism {mech.name!r} models the data as records spread over the cells, but under {policy.name} it "
                 "would run on the transformed counts x_G, which are not records, and answer no better than the uniform "
@@ -303,10 +339,10 @@ class TransformRoute(Candidate):
         if request.tree is not None:
             return [cls.build(request, request.tree)], f"tree {request.tree.name} given by the caller"
         if policy.is_forest:
-            if request.route == "auto" and "exact" in mech.routes and policy.is_unbounded_dp:
+            if request.route == "auto" and "exact" in mech.tags.routes and policy.is_unbounded_dp:
                 return [], ""  # the exact route has the same error and publishes no totals
             return [cls.build(request, None)], "the policy is a forest: its exact transform"
-        if not mech.analytic_error:
+        if not mech.tags.analytic_error:
             raise CyclicPolicyError(
                 f"{policy.name} has cycles and mechanism {mech.name!r} is data-dependent (no exact route, no "
                 "analytic error to choose a tree by): pass a spanning tree, e.g. tree='bfs' or a forest policy, "
@@ -331,7 +367,7 @@ class TransformRoute(Candidate):
         mech, workload, epsilon = request.mechanism, request.workload, request.epsilon
         tr = transform(request.policy, tree)
         expected = None
-        if mech.analytic_error:
+        if mech.tags.analytic_error:
             expected = 0.0 if tr.num_edges == 0 else _analytic(lambda: mech.expected_error(tr.workload(workload), epsilon / tr.stretch))
         return cls(tree=tr.tree, stretch=tr.stretch, expected_mse=_per_query(expected, workload), mechanism=mech,
                    workload=workload, policy=request.policy, epsilon=epsilon)
@@ -516,14 +552,14 @@ def plan_routes(workload: Workload, policy: Policy, epsilon: float, mechanism: R
 def _plan(request: Request) -> Plan:
     found: list[Candidate] = []
     reasons: list[str] = []
-    for tag in request.mechanism.routes:
+    for tag in request.mechanism.tags.routes:
         listed, reason = ROUTE_CLASSES[tag].candidates(request, found)
         if listed:
             found += listed
             reasons.append(reason)
     if not found:
         raise ValueError(f"mechanism {request.mechanism.name!r} has no {request.route} route: it gets the routes "
-                         f"{', '.join(request.mechanism.routes)} (the exact route is for linear data-independent "
+                         f"{', '.join(request.mechanism.tags.routes)} (the exact route is for linear data-independent "
                          "mechanisms; this one is not a linear data-independent mechanism)")
     ranked = sorted(found, key=rank_key)
     reason = reasons[0] if len(reasons) == 1 else "auto: lowest analytic expected error"
@@ -623,7 +659,7 @@ class Plan:
         if isinstance(gen, SecureRandom) and tally is not None:
             sampler, secure = gen.summary(tally)
         else:
-            sampler, secure = mech.sampler, False
+            sampler, secure = mech.tags.sampler, False
         if outcome.sensitivity == 0:
             sampler = "none (sensitivity 0: exact answers)"
         answers = outcome.answers

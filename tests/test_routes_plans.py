@@ -492,7 +492,8 @@ def _protocol_members(protocol) -> set[str]:
         if base is object or base.__name__ in ("Protocol", "Generic"):
             continue
         members |= set(getattr(base, "__annotations__", {}))
-        members |= {name for name, value in vars(base).items() if callable(value) and not name.startswith("__")}
+        members |= {name for name, value in vars(base).items()
+                    if (callable(value) or isinstance(value, property)) and not name.startswith("__")}
     return members
 
 
@@ -505,9 +506,36 @@ def test_every_registered_mechanism_offers_what_its_route_tags_ask_for():
 
     by_tag = {"exact": routes.ExactMechanism, "native": routes.NativeMechanismLike, "choice": routes.Chooser,
               "transform": routes.RoutedMechanism}
-    assert "measure" in _protocol_members(routes.ExactMechanism) and "name" in _protocol_members(routes.RoutedMechanism)
+    assert "measure" in _protocol_members(routes.ExactMechanism) and {"name", "tags"} <= _protocol_members(routes.RoutedMechanism)
     for name, cls in MECHANISMS.items():
-        assert set(cls.routes) <= set(by_tag), (name, cls.routes)
-        for tag in cls.routes:
+        tags = routes.MechanismTags.of(cls)
+        assert set(tags.routes) <= set(by_tag), (name, tags.routes)
+        for tag in tags.routes:
             missing = {m for m in _protocol_members(by_tag[tag]) if not hasattr(cls, m)}
             assert not missing, f"{name} is tagged {tag!r} but lacks {sorted(missing)}"
+
+
+def test_the_tags_are_one_frozen_object_declared_along_the_class_hierarchy():
+    """A mechanism's tags are read from one frozen object; a subclass declares only what differs
+    and inherits the rest; the smoothable and linear releases are told by their tags."""
+    import dataclasses
+
+    from blowfish_te import mechanisms as M
+    from blowfish_te.routes import MechanismTags
+
+    tags = M.Identity().tags
+    assert isinstance(tags, MechanismTags) and tags.linear and tags.laplace_on_cells and tags.routes == ("exact", "transform")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tags.linear = False
+    assert M.HB().tags.linear and not M.HB().tags.laplace_on_cells
+    assert not M.DAWA().tags.linear and M.DAWA().tags.routes == ("transform",)
+
+    class Quiet(M.Identity, register=False):
+        sampler = "quiet"
+
+    assert Quiet().tags == dataclasses.replace(tags, sampler="quiet")
+    # the analytic candidates auto compares: linear strategies and the natives that compute their error
+    from blowfish_te.mechanisms.auto import analytic_mechanisms
+
+    names = analytic_mechanisms()
+    assert {"identity", "hb", "ordered", "ordered_hierarchical"} <= set(names) and "dawa" not in names

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import workloads
 from ..errors import ContractError
-from ..mechanisms import Mechanism, NativeMechanism, get_mechanism
+from ..mechanisms import Mechanism, get_mechanism
 from ..policies import Policy, line, unbounded
 from ..release import answer
 from .core import AuditReport, audit
@@ -55,9 +55,9 @@ def check_mechanism(mechanism, policy: Policy | None = None, epsilon: float = 1.
             continue
         _fail(mech, f"parameter {key!r} could be changed after construction (cached strategies would go stale)")
     if policy is None:
-        shape = (2, max(1, cells // 2)) if mech.needs_grid else (cells,)
-        policy = unbounded(shape) if mech.models_records else line(cells)
-    if mech.needs_marginals:
+        shape = (2, max(1, cells // 2)) if mech.tags.needs_grid else (cells,)
+        policy = unbounded(shape) if mech.tags.models_records else line(cells)
+    if mech.tags.needs_marginals:
         workload = workloads.marginals(policy.shape, [(a,) for a in range(policy.ndim)] + [()])
     else:
         workload = workloads.prefix(policy.shape)
@@ -69,7 +69,7 @@ def check_mechanism(mechanism, policy: Policy | None = None, epsilon: float = 1.
         _fail(mech, "the same seed gave two different releases (randomness must come from rng only)")
     if first.noise_scale != 0 and np.array_equal(answer(workload, x, policy, epsilon, mech, rng=rng + 1).answers, first.answers):
         _fail(mech, "two seeds gave the same release: is rng ignored?")
-    if isinstance(mech, NativeMechanism) and first.route != "native":
+    if "native" in mech.tags.routes and first.route != "native":
         _fail(mech, f"a native mechanism must release through the native route, got {first.route!r}")
     report = audit(mech, policy, workload, epsilon, x, n_select=max(runs // 4, 1), n_detect=runs, rng=rng,
                    kinds=("boundary",))

@@ -185,10 +185,10 @@ def sweep(
     def setting_of(mech: Mechanism, name: str) -> tuple[Policy, Workload]:
         """Mechanisms that need a grid meet unbounded DP on the grid shape; those that answer
         marginals only, the marginal of every attribute and the total."""
-        if name == "unbounded" and mech.needs_grid:
+        if name == "unbounded" and mech.tags.needs_grid:
             return unbounded(config.grid_shape), wl.prefix(config.grid_shape)
         policy, workload = all_policies[name]
-        if mech.needs_marginals:
+        if mech.tags.needs_marginals:
             workload = wl.marginals(policy.shape, [(a,) for a in range(policy.ndim)] + [()])
         return policy, workload
 

@@ -119,7 +119,7 @@ def plan_constrained(
     ids' records), after the release checks x against their public counts."""
     if not isinstance(constraints, Constraints):
         raise TypeError(f"constraints must be a blowfish_te.constraints.Constraints, got {type(constraints).__name__}")
-    if "exact" not in mechanism.routes:
+    if "exact" not in mechanism.tags.routes:
         raise ValueError(
             f"mechanism {mechanism.name!r} is not linear: under constraints only linear mechanisms have a known sensitivity "
             "(L moves times the strategy's largest change per move); use 'identity', 'hb', 'privelet', ..."

@@ -5,22 +5,19 @@ from __future__ import annotations
 
 from .. import trees
 from .._validation import check_real
-from ..routes import LARGE_DOMAIN_CELLS
+from ..routes import LARGE_DOMAIN_CELLS, MechanismTags
 from ..workloads import Marginals, Workload, as_workload
-from .base import MECHANISMS, Mechanism, NativeMechanism, get_mechanism, mechanism_class
+from .base import MECHANISMS, Mechanism, get_mechanism, mechanism_class
 
 
 def analytic_mechanisms() -> tuple[str, ...]:
-    """Every registered mechanism (plug-ins included) whose expected error is analytic: the
-    linear data-independent ones (tag ``analytic_error``) and the Blowfish-native ones that define
-    their analytic error; ``optimized`` and ``auto`` itself are left to :class:`Auto`. Sorted by
+    """Every registered mechanism (plug-ins included) whose expected error is analytic (tag
+    ``analytic_error``): the linear data-independent ones and the Blowfish-native ones that
+    compute theirs; ``optimized`` and ``auto`` itself are left to :class:`Auto`. Sorted by
     name with ``identity`` first: ties go to the first compared, and on a histogram GreedyH's and
     the Laplace mechanism's strategies are the identity too, where a user expects ``identity``."""
-    names = []
-    for name, cls in MECHANISMS.items():
-        native = issubclass(cls, NativeMechanism) and cls.expected_error_native is not NativeMechanism.expected_error_native
-        if (cls.analytic_error or native) and name not in ("optimized", "auto"):
-            names.append(name)
+    names = [name for name, cls in MECHANISMS.items()
+             if MechanismTags.of(cls).analytic_error and name not in ("optimized", "auto")]
     return tuple(sorted(names, key=lambda name: (name != "identity", name)))
 
 
@@ -94,7 +91,7 @@ class Auto(Mechanism):
             if large and not mech.handles_large_domain(workload):
                 too_large.append(name)
                 continue
-            if mech.tunes_plan and policy is not None and policy.ndim == 1:
+            if mech.tags.tunes_plan and policy is not None and policy.ndim == 1:
                 seconds = mech.predicted_seconds(workload, policy)
                 if seconds > self.budget:
                     notes.append(f"{name} skipped (predicted {seconds:.2g} s > budget {self.budget:g} s)")

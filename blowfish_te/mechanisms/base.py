@@ -41,7 +41,7 @@ from .._cache import IdentityCache
 from .._validation import check_epsilon, check_histogram, check_real
 from ..noise import NUMPY_LAPLACE, RandomSource, RNGLike, add_laplace, check_rng
 from ..policies import Policy
-from ..routes import Outcome
+from ..routes import MechanismTags, Outcome
 from ..sensitivity import check_compatible, sensitivity
 from ..strategies.base import LeastSquares, integer_entries
 from ..workloads import Workload, as_workload
@@ -196,6 +196,17 @@ class Mechanism(ABC):
     #: True for a mechanism that tunes its own plan and predicts the time that takes
     #: (``predicted_seconds(workload, policy)``, a cost model of sizes, never a clock).
     tunes_plan: bool = False
+    #: True for a linear strategy answered by least squares (:class:`LinearMechanism`).
+    linear: bool = False
+    #: True when the release is x plus one independent Laplace draw per cell (:class:`Identity`):
+    #: :mod:`blowfish_te.smoothing` can read structure back from it.
+    laplace_on_cells: bool = False
+
+    @property
+    def tags(self) -> MechanismTags:
+        """The class's :class:`~blowfish_te.routes.MechanismTags`: what the planner and the
+        selectors ask of a mechanism, instead of its class."""
+        return MechanismTags.of(type(self))
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -311,6 +322,7 @@ class LinearMechanism(Mechanism):
 
     routes = ("exact", "transform")
     analytic_error = True
+    linear = True
 
     @abstractmethod
     def strategy(self, workload: Workload) -> LeastSquares:
@@ -400,6 +412,12 @@ class NativeMechanism(Mechanism):
     :meth:`compute` releases on validated arguments, and :meth:`release_native` does both."""
 
     routes = ("native",)
+
+    def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
+        # a native mechanism that computes its expected error is an analytic candidate of auto
+        if "expected_error_native" in vars(cls) and "analytic_error" not in vars(cls):
+            cls.analytic_error = True
+        super().__init_subclass__(register=register, **kwargs)
 
     def run(self, workload: Workload | ArrayLike, x: ArrayLike, epsilon: float, rng: RNGLike = None) -> np.ndarray:
         raise TypeError(f"mechanism {self.name!r} needs the policy: use answer(workload, x, policy, ...)")

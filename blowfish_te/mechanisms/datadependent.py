@@ -20,7 +20,6 @@ from ..selection import Decision, ErrorModel, decide, error_model, measure
 from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
 from ..workloads import BucketWorkload, Workload
 from .base import LinearMechanism, Mechanism, RecordTotal, integer_entries
-from .laplace import Identity
 from .plain import STAGE_TWO, aggregation_gain, lowest_error, plain_strategy, workload_class
 from .spatial import hilbert_order
 
@@ -200,7 +199,7 @@ class DAWA(Mechanism):
         whole workload; when that is Laplace on every cell and ``smooth_along`` gives the cell
         order, the noisy counts smoothed along it (post-processing)."""
         estimator = self.estimator or plain_strategy(self, workload)
-        if smooth_along is None or not isinstance(estimator, Identity) or x.size > MAX_SMOOTHING:
+        if smooth_along is None or not estimator.tags.laplace_on_cells or x.size > MAX_SMOOTHING:
             return estimator.run(workload, x, epsilon, gen)
         noisy = add_laplace(x[smooth_along], 1.0 / epsilon, gen, sensitivity=1.0, integer=True)
         estimate = np.empty(x.size)

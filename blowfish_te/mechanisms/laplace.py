@@ -23,6 +23,7 @@ class Identity(LinearMechanism):
     """
 
     name = "identity"
+    laplace_on_cells = True
 
     def strategy(self, workload: Workload) -> Workload:
         return self._cache("strategy").get(workload, lambda: IdentityStrategy(workload.domain))

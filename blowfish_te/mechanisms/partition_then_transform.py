@@ -224,7 +224,7 @@ def plain_release(workload: Workload, x: np.ndarray, policy: Policy, epsilon: fl
     release."""
     route, tree = _route_of(chosen, policy)
     cells = None
-    if smoothed and isinstance(estimator, Identity) and policy.size <= MAX_SMOOTHING:
+    if smoothed and estimator.tags.laplace_on_cells and policy.size <= MAX_SMOOTHING:
         release = plan_routes(identity(policy.shape), policy, epsilon, estimator, route, tree).execute(x, gen)
         noise = cell_noise(policy, chosen, release.noise_scale)
         if noise is not None:

@@ -134,10 +134,10 @@ def best_linear(workload: Workload) -> LinearMechanism:
     from .auto import Auto
 
     chosen, _ = best_plan_under(workload, unbounded(workload.domain))
-    if isinstance(chosen, LinearMechanism):
+    if chosen.tags.linear:
         return chosen  # best_plan_under has already taken Identity on a tie
     chosen = Auto().best(workload)
-    if isinstance(chosen, Identity):
+    if chosen.tags.laplace_on_cells:
         return chosen
     cells = Identity()
     if cells.expected_error(workload, 1.0) <= chosen.expected_error(workload, 1.0) * (1 + 1e-9):
@@ -154,7 +154,7 @@ def best_plan_under(workload: Workload, policy, auto=None):
     from .base import get_mechanism
 
     chosen = plan_routes(workload, policy, 1.0, auto or get_mechanism("auto")).chosen
-    if isinstance(chosen.mechanism, Identity):
+    if chosen.mechanism.tags.laplace_on_cells:
         return chosen.mechanism, chosen
     cells = plan_routes(workload, policy, 1.0, get_mechanism("identity")).chosen
     if cells.expected_mse is not None and chosen.expected_mse is not None and \

@@ -36,7 +36,10 @@ def _refuse(name):
 
 
 class _Stage:
-    """A stand-in for the stage-two strategy: records its arguments, answers a marker."""
+    """A stand-in for the stage-two strategy: records its arguments, answers a marker (tagged as
+    a linear strategy whose noise cannot be smoothed, as HB)."""
+
+    tags = M.HB().tags
 
     def __init__(self):
         self.calls = []
