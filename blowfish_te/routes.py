@@ -41,7 +41,7 @@ from .secure import SecureRandom
 from .transform import TreeTransform, transform
 from .workloads import MarginalCounts, Workload
 
-__all__ = ["ROUTES", "Candidate", "ChoiceRoute", "Chooser", "ExactMechanism", "ExactRoute", "MechanismTags", "NativeMechanismLike",
+__all__ = ["ROUTES", "Candidate", "ChoiceRoute", "Chooser", "ExactRoute", "MechanismTags",
            "NativeRoute", "Outcome", "Plan", "Release", "Request", "RoutedMechanism", "TransformRoute", "plan_routes"]
 
 #: The routes a caller may request.
@@ -109,10 +109,11 @@ class MechanismTags:
 
 
 class RoutedMechanism(Protocol):
-    """What the planner and the transform route may ask of every mechanism (the routes know
-    mechanisms only through this; :class:`blowfish_te.mechanisms.Mechanism` implements it):
-    its name and :class:`MechanismTags`, and the ε-DP release on unit changes that a transform
-    route runs on (W_T, x_T)."""
+    """What the planner and every route may ask of a mechanism (the routes know mechanisms only
+    through this; :class:`blowfish_te.mechanisms.Mechanism` implements it): its name and
+    :class:`MechanismTags`; whether it serves a policy; its analytic error and its release on
+    validated arguments, for unit changes (``policy`` None: what a transform route runs on
+    (W_T, x_T)) or under a policy (the exact and native routes)."""
 
     name: str
 
@@ -121,37 +122,20 @@ class RoutedMechanism(Protocol):
 
     def registry(self) -> Mapping[str, Any]: ...
 
+    def serves(self, workload: Workload, policy: Policy) -> bool: ...
+
     def handles_large_domain(self, workload: Workload) -> bool: ...
 
     def total_source(self) -> str | None: ...
 
-    def expected_error(self, workload: Workload, epsilon: float) -> float | None: ...
+    def expected_error(self, workload: Workload, epsilon: float, policy: Policy | None = None) -> float | None: ...
 
-    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource) -> Outcome: ...
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome: ...
 
     def marginals_read(self, workload: Workload, policy: Policy | None = None) -> tuple[tuple[int, ...], ...] | None: ...
 
     def _cache(self, label: str) -> IdentityCache: ...
-
-
-class ExactMechanism(RoutedMechanism, Protocol):
-    """A mechanism tagged ``"exact"`` (linear, data-independent): its error and release under a
-    policy's own sensitivity Δ_G (``policy``), or for unit changes (None)."""
-
-    def expected_error(self, workload: Workload, epsilon: float, policy: Policy | None = None) -> float | None: ...
-
-    def measure(self, workload: Workload, x: np.ndarray | MarginalCounts, epsilon: float, gen: RandomSource,
-                policy: Policy | None = None) -> Outcome: ...
-
-
-class NativeMechanismLike(RoutedMechanism, Protocol):
-    """A mechanism tagged ``"native"``: it reads the policy itself."""
-
-    def check_policy(self, workload: Workload, policy: Policy) -> None: ...
-
-    def expected_error_native(self, workload: Workload, epsilon: float, policy: Policy) -> float | None: ...
-
-    def compute(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen: RandomSource) -> Outcome: ...
 
 
 class Chooser(RoutedMechanism, Protocol):
@@ -251,18 +235,17 @@ class NativeRoute(Candidate):
 
     @classmethod
     def candidates(cls, request: Request, found: list[Candidate]) -> tuple[list[Candidate], str]:
-        mech = cast(NativeMechanismLike, request.mechanism)  # tagged "native"
+        mech = request.mechanism
         if request.tree is not None or request.route != "auto":
             raise ValueError(f"mechanism {mech.name!r} is Blowfish-native: it picks its own measurements (route 'auto', no tree)")
-        mech.check_policy(request.workload, request.policy)
-        expected = mech.expected_error_native(request.workload, request.epsilon, request.policy)
+        mech.serves(request.workload, request.policy)
+        expected = _analytic(lambda: mech.expected_error(request.workload, request.epsilon, policy=request.policy))
         return ([cls(expected_mse=_per_query(expected, request.workload), mechanism=mech, workload=request.workload,
                      policy=request.policy, epsilon=request.epsilon)],
                 f"{mech.name} is a Blowfish-native mechanism for this policy")
 
     def execute(self, x: np.ndarray | MarginalCounts, gen: RandomSource) -> Outcome:
-        mech = cast(NativeMechanismLike, self.mechanism)  # tagged "native"
-        return mech.compute(self.workload, _histogram(x, self.label), self.policy, self.epsilon, gen)
+        return self.mechanism.measure(self.workload, _histogram(x, self.label), self.epsilon, gen, policy=self.policy)
 
 
 @dataclass(frozen=True)
@@ -279,7 +262,7 @@ class ExactRoute(Candidate):
             return [], ""
         if request.route == "transform":
             return [], ""
-        mech = cast(ExactMechanism, request.mechanism)  # tagged "exact"
+        mech = request.mechanism
         workload, policy, epsilon = request.workload, request.policy, request.epsilon
         expected = _analytic(lambda: mech.expected_error(workload, epsilon, policy=policy))
         if request.route == "exact":
@@ -292,8 +275,8 @@ class ExactRoute(Candidate):
                     epsilon=epsilon)], reason
 
     def execute(self, x: np.ndarray | MarginalCounts, gen: RandomSource) -> Outcome:
-        mech = cast(ExactMechanism, self.mechanism)  # tagged "exact"
-        outcome = mech.measure(self.workload, x, self.epsilon, gen, policy=self.policy)
+        # the marginal counts of a mechanism that reads marginals only (Plan.marginals_read), else the histogram
+        outcome = self.mechanism.measure(self.workload, cast(np.ndarray, x), self.epsilon, gen, policy=self.policy)
         if outcome.sensitivity == 0 and isinstance(x, np.ndarray):  # exact functions of the component totals: say so
             return replace(outcome, component_totals=policy_totals(self.policy, x))
         return outcome

@@ -170,7 +170,7 @@ def test_a_native_candidate_reports_its_per_query_error():
     assert the_plan.chosen.expected_mse == pytest.approx(4 * (k - 1) / (k * eps**2))
     prefix = plan_routes(wl.prefix(k), policies.line(k), eps, _mech("ordered", constrained=False))
     mech = prefix.mechanism
-    assert prefix.chosen.expected_mse == pytest.approx(mech.expected_error_native(wl.prefix(k), eps, policies.line(k)) / k)
+    assert prefix.chosen.expected_mse == pytest.approx(mech.expected_error(wl.prefix(k), eps, policy=policies.line(k)) / k)
     assert prefix.reason == "ordered is a Blowfish-native mechanism for this policy"
 
 
@@ -499,20 +499,20 @@ def _protocol_members(protocol) -> set[str]:
 
 def test_every_registered_mechanism_offers_what_its_route_tags_ask_for():
     """The routes know a mechanism only through the Protocols of blowfish_te.routes: every
-    registered class has every member of RoutedMechanism, and of the Protocol of each route it
-    is tagged with (a member missing would fail only when that route is planned)."""
+    registered class has every member of RoutedMechanism (one contract for every kind), and a
+    chooser the members of Chooser (a member missing would fail only when that route is planned)."""
     from blowfish_te import routes
     from blowfish_te.mechanisms import MECHANISMS
 
-    by_tag = {"exact": routes.ExactMechanism, "native": routes.NativeMechanismLike, "choice": routes.Chooser,
-              "transform": routes.RoutedMechanism}
-    assert "measure" in _protocol_members(routes.ExactMechanism) and {"name", "tags"} <= _protocol_members(routes.RoutedMechanism)
+    every = _protocol_members(routes.RoutedMechanism)
+    assert {"name", "tags", "measure", "expected_error", "serves"} <= every
     for name, cls in MECHANISMS.items():
         tags = routes.MechanismTags.of(cls)
-        assert set(tags.routes) <= set(by_tag), (name, tags.routes)
-        for tag in tags.routes:
-            missing = {m for m in _protocol_members(by_tag[tag]) if not hasattr(cls, m)}
-            assert not missing, f"{name} is tagged {tag!r} but lacks {sorted(missing)}"
+        assert set(tags.routes) <= set(routes.ROUTE_CLASSES), (name, tags.routes)
+        wanted = every | (_protocol_members(routes.Chooser) if "choice" in tags.routes else set())
+        missing = {m for m in wanted if not hasattr(cls, m)}
+        assert not missing, f"{name} lacks {sorted(missing)}"
+        assert not getattr(cls, "__abstractmethods__", None), f"{name} leaves {sorted(cls.__abstractmethods__)} abstract"
 
 
 def test_the_tags_are_one_frozen_object_declared_along_the_class_hierarchy():

@@ -485,7 +485,7 @@ def test_ordered_hierarchical_lattice_sensitivity_is_the_composed_epsilon():
     mech, policy, eps = M.OrderedHierarchical(fanout=2), policies.threshold(K12, 4), 0.7
     groups, weighted = mech._plan(policy, eps)
     assert [label for label, *_ in groups] == ["S", "H"]
-    mech.release_native(wl.prefix(K12), X12, policy, eps, spy)
+    mech.release(wl.prefix(K12), X12, eps, spy, policy=policy)
     assert spy.lattice_calls == [(weighted.num_queries, pytest.approx(eps, rel=1e-12))]
 
 

@@ -92,7 +92,8 @@ class Adaptive(NativeMechanism):
     def _workload_class(self, workload: Workload) -> str:
         return self._cache("workload class").get(workload, lambda: workload_class(workload, aggregation_gain(workload)))
 
-    def compute(self, workload, x, policy, epsilon, gen) -> Outcome:
+    def measure(self, workload, x, epsilon, gen, policy=None) -> Outcome:
+        policy = self.needs_policy(policy)
         dependents = self.candidates(workload, policy)[0]
         first, on_cells = dependents[0], self._on_cells(policy)
         if not (on_cells or first.split(workload, policy) > 0):

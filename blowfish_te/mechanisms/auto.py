@@ -3,9 +3,13 @@ the optimised one included when it fits a time budget."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import trees
 from .._validation import check_real
-from ..routes import LARGE_DOMAIN_CELLS, MechanismTags
+from ..noise import RandomSource
+from ..policies import Policy
+from ..routes import LARGE_DOMAIN_CELLS, MechanismTags, Outcome
 from ..workloads import Marginals, Workload, as_workload
 from .base import MECHANISMS, Mechanism, get_mechanism, mechanism_class
 
@@ -141,6 +145,7 @@ class Auto(Mechanism):
         workload = as_workload(workload)
         return self.best(workload, epsilon).expected_error(workload, epsilon)
 
-    def run(self, workload, x, epsilon, rng=None):
-        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
-        return self.best(workload, epsilon).run(workload, x, epsilon, gen)
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
+        self.unit_changes(policy)
+        return Outcome(np.asarray(self.best(workload, epsilon).run(workload, x, epsilon, gen), dtype=np.float64))

@@ -1,19 +1,28 @@
 """The mechanism contract: where any differentially private algorithm plugs in (transformational
 equivalence: Haney, Machanavajjhala, Ding, PVLDB 2015; the matrix mechanism: Li et al., PODS 2010).
 
-Three kinds, each with what it must (M) and may (m) implement:
+One contract for every kind: :meth:`Mechanism.measure` ``(workload, x, ε, gen, policy=None) ->
+Outcome`` releases on validated arguments — for unit changes when ``policy`` is None (what a
+transform route runs on (W_T, x_T)), under ``policy`` in the exact and native routes —;
+:meth:`Mechanism.expected_error` ``(workload, ε, policy=None)`` gives its analytic error where it
+has one; :meth:`Mechanism.serves` ``(workload, policy)`` refuses, at planning time, what it does
+not serve; the public :meth:`Mechanism.release` validates every argument and calls ``measure``
+(:meth:`Mechanism.run` gives its answers for unit changes). The kinds differ in what they must (M)
+and may (m) implement:
 
-- :class:`Mechanism` — any ε-DP algorithm for unit changes of a vector. M: ``name``, ``run``.
-  m: ``expected_error`` (when data-independent), ``models_records``, ``needs_grid``, ``sampler``,
-  ``total_source`` (where a mechanism that needs the record total gets it).
+- :class:`Mechanism` — any ε-DP algorithm for unit changes of a vector. M: ``name``, ``measure``.
+  m: ``expected_error`` (when data-independent), ``total_source`` (where a mechanism that needs
+  the record total gets it). (A class written against the earlier contract, which implements
+  ``run``, still works: ``measure`` then answers with it.)
 - :class:`LinearMechanism` — measure A x + Laplace noise, reconstruct linearly. M: ``name``,
   ``strategy``. m: ``reconstruct`` and ``reconstruction_frobenius_sq`` (default least squares).
   Gets the exact route and analytic errors for free.
-- :class:`NativeMechanism` — reads the policy itself. M: ``name``, ``compute``.
-  m: ``check_policy``, ``expected_error_native``.
+- :class:`NativeMechanism` — reads the policy itself (``measure`` needs ``policy``). M: ``name``,
+  ``measure``. m: ``serves``, ``expected_error``.
 
-Each kind declares the routes it gets (``routes``, see :mod:`blowfish_te.routes`) and answers in
-one shape, :class:`~blowfish_te.routes.Outcome` (:meth:`Mechanism.measure`).
+Each kind declares what it is in its tags (:attr:`Mechanism.tags`, class attributes such as
+``routes``, ``models_records``, ``needs_grid``, ``sampler``) and answers in one shape,
+:class:`~blowfish_te.routes.Outcome`.
 
 Parameters go in ``__init__`` under their own names (read back by :meth:`Mechanism.get_params`,
 which drives ``repr``) and are fixed afterwards. A module-level class that sets ``name`` joins
@@ -30,6 +39,7 @@ after which ``answer(..., "my_mechanism")``, the CLI and suite files find it by 
 from __future__ import annotations
 
 import inspect
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import ItemsView, Iterator, KeysView, ValuesView
 from typing import Any
@@ -158,7 +168,7 @@ def get_mechanism(mechanism: str | Mechanism) -> Mechanism:
     raise TypeError(f"mechanism must be a name or a Mechanism instance, got {type(mechanism).__name__}")
 
 
-class Mechanism(ABC):
+class Mechanism(ABC):  # noqa: B024 (a subclass implements measure, or run under the earlier contract)
     """An algorithm that answers a workload with ε-differential privacy.
 
     Contract:
@@ -220,20 +230,53 @@ class Mechanism(ABC):
         keep = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
         return {p: getattr(self, p) for p, spec in list(signature.parameters.items())[1:] if spec.kind in keep}
 
-    @abstractmethod
-    def run(self, workload: Workload, x: np.ndarray, epsilon: float, rng: RNGLike = None) -> np.ndarray:
-        """Estimate ``workload @ x`` with ε-DP for unit-change neighbours of x."""
+    def run(self, workload: Workload | ArrayLike, x: ArrayLike, epsilon: float, rng: RNGLike = None) -> np.ndarray:
+        """Estimate ``workload @ x`` with ε-DP for unit-change neighbours of x: the answers of
+        :meth:`release`."""
+        return self.release(workload, x, epsilon, rng).answers
+
+    def release(self, workload: Workload | ArrayLike, x: ArrayLike, epsilon: float, rng: RNGLike = None,
+                policy: Policy | None = None) -> Outcome:
+        """:meth:`measure` after validating every argument: the workload, the histogram (of the
+        policy's shape under ``policy``, which the mechanism must :meth:`serve <serves>`), ε and the
+        generator."""
+        workload = as_workload(workload)
+        if policy is not None:
+            if not {"exact", "native"} & set(self.tags.routes):
+                self.unit_changes(policy)
+            check_compatible(workload, policy)
+            self.serves(workload, policy)
+        x = check_histogram(x, workload.domain if policy is None else policy.shape)
+        return self.measure(workload, x, check_epsilon(epsilon), check_rng(rng), policy=policy)
 
     @staticmethod
     def registry() -> dict[str, type[Mechanism]]:
         """The registered mechanism classes by name (:data:`MECHANISMS`)."""
         return MECHANISMS
 
-    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource) -> Outcome:
-        """:meth:`run` on validated arguments (a numpy Generator or SecureRandom ``gen``), as an
-        :class:`~blowfish_te.routes.Outcome`: what the routes execute. Mechanisms that know their
-        sensitivity and noise scale report them here."""
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
+        """The release on validated arguments (a numpy Generator or SecureRandom ``gen``), as an
+        :class:`~blowfish_te.routes.Outcome`: what the routes execute, for unit changes when
+        ``policy`` is None. Mechanisms that know their sensitivity and noise scale report them.
+        A class that implements :meth:`run` instead (the earlier contract) answers with it."""
+        if type(self).run is Mechanism.run:
+            raise NotImplementedError(f"mechanism {self.name!r} must implement measure(workload, x, epsilon, gen, policy=None)")
+        self.unit_changes(policy)
         return Outcome(np.asarray(self.run(workload, x, epsilon, gen), dtype=np.float64))
+
+    def unit_changes(self, policy: Policy | None) -> None:
+        """Refuse a policy where the release is ε-DP for unit changes only: under a policy it must
+        run through a transform (:func:`blowfish_te.answer`), else its privacy would be stated for
+        the wrong neighbours."""
+        if policy is not None:
+            raise TypeError(f"mechanism {self.name!r} is ε-DP for unit changes of x; under {policy.name} release it "
+                            "with answer(workload, x, policy, epsilon, mechanism), which runs it on the transformed counts")
+
+    def serves(self, workload: Workload, policy: Policy) -> bool:
+        """True when the mechanism releases ``workload`` under ``policy`` (checked at planning
+        time, before any data is read); raises ValueError saying why when it does not."""
+        return True
 
     def handles_large_domain(self, workload: Workload) -> bool:
         """True when the mechanism plans and releases ``workload`` without arrays of the domain's
@@ -251,8 +294,9 @@ class Mechanism(ABC):
         (and with what share of ε); the release's ``choice`` reports it. None: not used."""
         return None
 
-    def expected_error(self, workload: Workload, epsilon: float) -> float | None:
-        """Expected total squared error over the workload, when data-independent; else None."""
+    def expected_error(self, workload: Workload | ArrayLike, epsilon: float, policy: Policy | None = None) -> float | None:
+        """Expected total squared error over the workload (for unit changes, or under ``policy``),
+        when data-independent; else None."""
         return None
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -362,16 +406,10 @@ class LinearMechanism(Mechanism):
         return per_workload.get(_UNIT_CHANGES if policy is None else policy,
                                 lambda: self.strategy_sensitivity(strategy, policy))
 
-    def release(self, workload: Workload | ArrayLike, x: ArrayLike, epsilon: float, rng: RNGLike = None,
-                policy: Policy | None = None) -> Outcome:
-        """Run the mechanism: the answers, the sensitivity Δ the noise was calibrated to (for unit
-        changes, or Δ_G under ``policy``) and the Laplace scale Δ/ε."""
-        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
-        return self.measure(workload, x, epsilon, gen, policy=policy)
-
     def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
                 policy: Policy | None = None) -> Outcome:
-        """:meth:`release` on validated arguments (the routes of :func:`blowfish_te.answer`)."""
+        """The answers, the sensitivity Δ the noise was calibrated to (for unit changes, or Δ_G
+        under ``policy``) and the Laplace scale Δ/ε, on validated arguments."""
         strategy = self._strategy_for(workload, policy)
         delta = self._sensitivity(workload, strategy, policy)
         scale = delta / epsilon
@@ -380,9 +418,6 @@ class LinearMechanism(Mechanism):
         y = add_laplace(strategy.matvec(x), scale, gen, sensitivity=delta, integer=integer_entries(strategy))
         answers = np.asarray(self.reconstruct(workload, strategy, y), dtype=np.float64)
         return Outcome(answers, sensitivity=delta, noise_scale=scale)
-
-    def run(self, workload: Workload | ArrayLike, x: ArrayLike, epsilon: float, rng: RNGLike = None) -> np.ndarray:
-        return self.release(workload, x, epsilon, rng).answers
 
     def expected_error(
         self, workload: Workload | ArrayLike, epsilon: float, policy: Policy | None = None, sensitivity: float | None = None
@@ -405,38 +440,77 @@ class LinearMechanism(Mechanism):
 class NativeMechanism(Mechanism):
     """A mechanism designed for a family of policies: it reads the policy and calibrates every noise
     scale to a sensitivity computed from the policy's edges. :func:`blowfish_te.answer` runs it on
-    (W, x, policy) directly (route ``"native"``); it has no unit-change form.
+    (W, x, policy) directly (route ``"native"``); it has no unit-change form, so :meth:`measure`
+    and :meth:`release` need ``policy``.
 
-    Validation and computation are split, as for :class:`LinearMechanism`: :meth:`check_policy`
-    refuses policies the mechanism does not serve (at planning time, before any data is read),
-    :meth:`compute` releases on validated arguments, and :meth:`release_native` does both."""
+    :meth:`serves` refuses policies the mechanism does not serve (at planning time, before any data
+    is read), :meth:`measure` releases on validated arguments, :meth:`release` does both. A class
+    written against the earlier contract (``compute``, ``check_policy``, ``expected_error_native``)
+    still works, with a DeprecationWarning when it is defined."""
 
     routes = ("native",)
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
+        _adopt_native_contract(cls)
         # a native mechanism that computes its expected error is an analytic candidate of auto
-        if "expected_error_native" in vars(cls) and "analytic_error" not in vars(cls):
+        if "expected_error" in vars(cls) and "analytic_error" not in vars(cls):
             cls.analytic_error = True
         super().__init_subclass__(register=register, **kwargs)
 
     def run(self, workload: Workload | ArrayLike, x: ArrayLike, epsilon: float, rng: RNGLike = None) -> np.ndarray:
         raise TypeError(f"mechanism {self.name!r} needs the policy: use answer(workload, x, policy, ...)")
 
-    def check_policy(self, workload: Workload, policy: Policy) -> None:
-        """Raise ValueError when the mechanism does not serve ``workload`` under ``policy``."""
-
     @abstractmethod
-    def compute(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen: RandomSource) -> Outcome:
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
         """Answer the workload with (ε, policy)-Blowfish privacy, on validated arguments."""
+
+    def needs_policy(self, policy: Policy | None) -> Policy:
+        """``policy``, or TypeError: a native mechanism has no unit-change form."""
+        if policy is None:
+            raise TypeError(f"mechanism {self.name!r} needs the policy: use answer(workload, x, policy, ...)")
+        return policy
 
     def release_native(self, workload: Workload | ArrayLike, x: ArrayLike, policy: Policy, epsilon: float,
                        rng: RNGLike = None) -> Outcome:
-        """:meth:`compute` after validating every argument."""
-        workload = as_workload(workload)
-        check_compatible(workload, policy)
-        self.check_policy(workload, policy)
-        return self.compute(workload, check_histogram(x, policy.shape), policy, check_epsilon(epsilon), check_rng(rng))
+        """Deprecated: :meth:`release` with ``policy=policy``."""
+        warnings.warn("release_native(workload, x, policy, epsilon, rng) is deprecated; use "
+                      "release(workload, x, epsilon, rng, policy=policy)", DeprecationWarning, stacklevel=2)
+        return self.release(workload, x, epsilon, rng, policy=policy)
 
-    def expected_error_native(self, workload: Workload, epsilon: float, policy: Policy) -> float | None:
-        """Expected total squared error, when data-independent; else None."""
-        return None
+
+def _adopt_native_contract(cls: type) -> None:
+    """A native class written against the earlier contract gets the methods of this one, each
+    calling its old counterpart: ``measure`` from ``compute``, ``serves`` from ``check_policy``,
+    ``expected_error`` from ``expected_error_native``."""
+    own = vars(cls)
+    old = [name for name in ("compute", "check_policy", "expected_error_native") if name in own]
+    if not old:
+        return
+    warnings.warn(f"{cls.__qualname__} implements {', '.join(old)}: the native contract is now measure(workload, x, "
+                  "epsilon, gen, policy), serves(workload, policy) and expected_error(workload, epsilon, policy)",
+                  DeprecationWarning, stacklevel=3)
+    if "compute" in own and "measure" not in own:
+        compute = own["compute"]
+
+        def measure(self: NativeMechanism, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                    policy: Policy | None = None) -> Outcome:
+            return compute(self, workload, x, self.needs_policy(policy), epsilon, gen)
+
+        cls.measure = measure  # type: ignore[attr-defined]
+    if "check_policy" in own and "serves" not in own:
+        check = own["check_policy"]
+
+        def serves(self: NativeMechanism, workload: Workload, policy: Policy) -> bool:
+            check(self, workload, policy)
+            return True
+
+        cls.serves = serves  # type: ignore[attr-defined]
+    if "expected_error_native" in own and "expected_error" not in own:
+        native_error = own["expected_error_native"]
+
+        def expected_error(self: NativeMechanism, workload: Workload, epsilon: float,
+                           policy: Policy | None = None) -> float | None:
+            return native_error(self, workload, epsilon, self.needs_policy(policy))
+
+        cls.expected_error = expected_error  # type: ignore[attr-defined]

@@ -14,8 +14,10 @@ import math
 import numpy as np
 
 from .._validation import check_int, check_real
-from ..noise import add_laplace
+from ..noise import RandomSource, add_laplace
 from ..partitions import dawa_partition, price_factor
+from ..policies import Policy
+from ..routes import Outcome
 from ..selection import Decision, ErrorModel, decide, error_model, measure
 from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
 from ..workloads import BucketWorkload, Workload
@@ -138,19 +140,23 @@ class DAWA(Mechanism):
             return None
         return decide(measure(x[self.layout(workload.domain)], epsilon, gen), self.model(workload))
 
-    def run(self, workload, x, epsilon, rng=None):
-        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
+        self.unit_changes(policy)
         if len(workload.domain) > 2:
             raise ValueError(f"DAWA partitions a 1-D domain or a 2-D grid laid out along a curve; got domain {workload.domain}")
         ratio = self.split(workload)[0]
         decision = self.check(workload, x, epsilon, gen)
         if decision is None:
-            return self.partitioned(workload, x, ratio * epsilon, (1 - ratio) * epsilon, gen)
-        rest = epsilon - decision.spent  # both steps keep their shares of the rest
-        if decision.route != "partition":
+            answers = self.partitioned(workload, x, ratio * epsilon, (1 - ratio) * epsilon, gen)
+        elif decision.route != "partition":
+            rest = epsilon - decision.spent
             smooth_along = self.layout(workload.domain) if decision.features.cost < SMOOTHING_COST else None
-            return self.plain(workload, x, rest, gen, smooth_along)
-        return self.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen, scale=self.pricing_scale(workload, decision))
+            answers = self.plain(workload, x, rest, gen, smooth_along)
+        else:
+            rest = epsilon - decision.spent  # both steps keep their shares of the rest
+            answers = self.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen, scale=self.pricing_scale(workload, decision))
+        return Outcome(np.asarray(answers, dtype=np.float64))
 
     def pricing_scale(self, workload: Workload, decision: Decision) -> float | None:
         """The noisy N·ε/K that prices the buckets (:func:`~blowfish_te.partitions.price_factor`):
@@ -244,8 +250,9 @@ class MWEM(RecordTotal, Mechanism):
         self.updates = check_int(updates, "updates", minimum=1)
         self._init_total(total, total_share)
 
-    def run(self, workload, x, epsilon, rng=None):
-        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
+        self.unit_changes(policy)
         k, m = workload.size, workload.num_queries
         total, epsilon = self._record_total(x, epsilon, gen)
         rounds = min(self.rounds, m)
@@ -273,7 +280,7 @@ class MWEM(RecordTotal, Mechanism):
                     log_weights -= log_weights.max()
                     weights = np.exp(log_weights)
                     estimate = total * weights / weights.sum()
-        return np.asarray(workload.matvec(estimate), dtype=np.float64)
+        return Outcome(np.asarray(workload.matvec(estimate), dtype=np.float64))
 
 
 def exponential_choice(utility: np.ndarray, excluded: np.ndarray, gen) -> int:
@@ -303,8 +310,9 @@ class AHP(Mechanism):
         self.ratio = _share(ratio, "ratio")
         self.eta = check_real(eta, "eta", minimum=0)
 
-    def run(self, workload, x, epsilon, rng=None):
-        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
+        self.unit_changes(policy)
         k = workload.size
         eps1 = self.ratio * epsilon
         eps2 = epsilon - eps1
@@ -316,7 +324,7 @@ class AHP(Mechanism):
         # disjoint clusters fixed by x̃: a unit change moves one total by 1
         totals = add_laplace(np.bincount(labels, weights=x), 1.0 / eps2, gen, sensitivity=1.0, integer=True)
         estimate = totals[labels] / np.bincount(labels)[labels]
-        return np.asarray(workload.matvec(estimate), dtype=np.float64)
+        return Outcome(np.asarray(workload.matvec(estimate), dtype=np.float64))
 
 
 def _greedy_clusters(values: np.ndarray, epsilon: float, window: int = 4096) -> np.ndarray:

@@ -79,6 +79,7 @@ class Ordered(NativeMechanism):
     """
 
     name = "ordered"
+    analytic_error = True  # unconstrained: with isotonic regression the error depends on the data (None)
 
     def __init__(self, constrained: bool = True):
         self.constrained = bool(constrained)
@@ -87,10 +88,12 @@ class Ordered(NativeMechanism):
         k = policy.size
         return _prefixes(k, np.arange(k - 1 if _public_total(policy) else k))
 
-    def check_policy(self, workload, policy) -> None:
+    def serves(self, workload, policy) -> bool:
         _check_ordered(policy, workload, self.name)
+        return True
 
-    def compute(self, workload, x, policy, epsilon, gen) -> Outcome:
+    def measure(self, workload, x, epsilon, gen, policy=None) -> Outcome:
+        policy = self.needs_policy(policy)
         k = policy.size
         public = _public_total(policy)
         if k == 1 and public:  # one cell, no ⊥: its count is the public total
@@ -113,8 +116,9 @@ class Ordered(NativeMechanism):
         totals = {k - 1: int(x.sum())} if public else {}
         return Outcome(np.asarray(workload.matvec(estimate), dtype=np.float64), totals, delta, scale)
 
-    def expected_error_native(self, workload, epsilon, policy) -> float | None:
+    def expected_error(self, workload, epsilon, policy=None) -> float | None:
         """2 (Δ/ε)² Σ_j ‖W (e_j - e_{j+1})‖² (+ ‖W e_{K-1}‖² when n is measured), unconstrained."""
+        policy = self.needs_policy(policy)
         if self.constrained:
             return None
         workload = as_workload(workload)
@@ -192,6 +196,7 @@ class OrderedHierarchical(NativeMechanism):
     """
 
     name = "ordered_hierarchical"
+    analytic_error = True
 
     def __init__(self, fanout: int = 16, split: float | None = None, spacing: int | None = None,
                  ramp: int | None = None):
@@ -302,10 +307,12 @@ class OrderedHierarchical(NativeMechanism):
             tree = transform(_line_to_bottom(k))
         return GeneralStrategy(tree.workload(weighted)), tree
 
-    def check_policy(self, workload, policy) -> None:
+    def serves(self, workload, policy) -> bool:
         _check_ordered(policy, workload, self.name)
+        return True
 
-    def compute(self, workload, x, policy, epsilon, gen) -> Outcome:
+    def measure(self, workload, x, epsilon, gen, policy=None) -> Outcome:
+        policy = self.needs_policy(policy)
         groups, weighted = self._plan(policy, epsilon, *self._settings(workload, policy))
         if weighted is None:  # a single cell with a public total: nothing to measure
             return Outcome(np.asarray(workload.matvec(x), dtype=np.float64), component_totals={0: int(x[0])}, sensitivity=0.0,
@@ -323,11 +330,12 @@ class OrderedHierarchical(NativeMechanism):
         return Outcome(np.asarray(workload.matvec(estimate), dtype=np.float64), totals,
                        max(delta for _, _, delta, _ in groups), max(scale for _, _, _, scale in groups))
 
-    def expected_error_native(self, workload, epsilon, policy) -> float:
+    def expected_error(self, workload, epsilon, policy=None) -> float:
         """2 ‖W A_w⁺‖_F² for the noise-weighted strategy A_w (unit Laplace scale), exact.
 
         The split does not depend on ε, so every weight scales with ε and the error is exactly
         its value at ε = 1 divided by ε²: computed once per (workload, policy)."""
+        policy = self.needs_policy(policy)
         workload = as_workload(workload)
         _check_ordered(policy, workload, self.name)
         epsilon = check_epsilon(epsilon)

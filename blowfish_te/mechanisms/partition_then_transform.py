@@ -130,13 +130,15 @@ class PartitionThenTransform(NativeMechanism):
         and only histogram-like workloads are partitioned by the default split)."""
         return error_model(self.name, 1, "cells")
 
-    def check_policy(self, workload: Workload, policy: Policy) -> None:
+    def serves(self, workload: Workload, policy: Policy) -> bool:
         """A given estimator must serve the policy itself (the bucket policy of a coarse partition
         can look like DP when the policy is not), so its refusals are checked here."""
         if self.estimator is not None:
             plan_routes(workload, policy, 1.0, self.estimator)
+        return True
 
-    def compute(self, workload, x, policy, epsilon, gen) -> Outcome:
+    def measure(self, workload, x, epsilon, gen, policy=None) -> Outcome:
+        policy = self.needs_policy(policy)
         eps1 = self.split(workload, policy) * epsilon
         if self.selects(workload, policy):
             features = measure(x, epsilon, gen, total=public_total(policy, x), record_moves=2)

@@ -9,6 +9,9 @@ import math
 import numpy as np
 
 from .._validation import check_real
+from ..noise import RandomSource
+from ..policies import Policy
+from ..routes import Outcome
 from ..selection import Decision, ErrorModel, decide, error_model, measure
 from ..workloads import Boxes, BucketWorkload, Workload
 from ..workloads.boxes import coverage
@@ -203,17 +206,18 @@ class PrivTree(Mechanism):
         order = hilbert_order(shape) if len(shape) == 2 else np.arange(x.size)
         return decide(measure(x[order], epsilon, gen), self.model(workload))
 
-    def run(self, workload: Workload, x, epsilon: float, rng=None) -> np.ndarray:
-        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
+        self.unit_changes(policy)
         shape = tuple(workload.domain)
         decision = self.check(workload, x, epsilon, gen)
         if decision is not None:
             epsilon -= decision.spent  # the tree and the leaves keep their shares of the rest
             if decision.route != "partition":
-                return plain_strategy(self, workload).run(workload, x, epsilon, gen)
+                return Outcome(np.asarray(plain_strategy(self, workload).run(workload, x, epsilon, gen), dtype=np.float64))
         eps_tree = self.tree_share * epsilon
         labels = tree_labels(x.reshape(shape), eps_tree, gen, self.threshold)
         reduced = BucketWorkload(workload, labels)
         totals = np.bincount(labels, weights=x).astype(np.int64)
         estimator = self.estimator or lowest_error(reduced, STAGE_TWO)
-        return np.asarray(estimator.run(reduced, totals, epsilon - eps_tree, gen), dtype=np.float64)
+        return Outcome(np.asarray(estimator.run(reduced, totals, epsilon - eps_tree, gen), dtype=np.float64))

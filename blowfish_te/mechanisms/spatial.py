@@ -15,7 +15,9 @@ from dataclasses import replace
 import numpy as np
 
 from .._validation import check_real
-from ..noise import add_laplace
+from ..noise import RandomSource, add_laplace
+from ..policies import Policy
+from ..routes import Outcome
 from ..selection import Decision, ErrorModel, decide, error_model, measure
 from ..workloads import Workload
 from ..workloads.base import CHUNK_ENTRIES
@@ -99,14 +101,12 @@ class _GridMechanism(RecordTotal, Mechanism, register=False):
             raise TypeError(f"select must be True or False (check privately whether the grid pays), got {select!r}")
         self.select = bool(select)
 
-    def _grid_input(self, workload, x, epsilon, rng):
-        workload, x, epsilon, gen = self._checked(workload, x, epsilon, rng)
+    def _check_grid(self, workload: Workload) -> None:
         if len(workload.domain) != 2:
             raise ValueError(
                 f"{self.name} partitions a 2-D grid of counts, got domain {workload.domain}; it runs under unbounded DP "
                 "on the grid itself (other policies' transforms give counts over tree edges, which are not a grid)"
             )
-        return workload, x, epsilon, gen
 
     def model(self, workload: Workload, calibrated: bool = False) -> ErrorModel:
         """The mechanism's fitted error model for ``workload`` (its workload class on a grid;
@@ -269,17 +269,19 @@ class UGrid(_GridMechanism):
         return Decision("partition", f"{decision.reason}; the bias probe does not rule the {block}×{block} blocks out",
                         decision.predicted, features)
 
-    def run(self, workload: Workload, x, epsilon: float, rng=None) -> np.ndarray:
-        workload, x, epsilon, gen = self._grid_input(workload, x, epsilon, rng)
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
+        self.unit_changes(policy)
+        self._check_grid(workload)
         total, epsilon, blocks = self._checked_blocks(workload, x, epsilon, gen)
         if not blocks:
-            return plain_strategy(self, workload).run(workload, x, epsilon, gen)
+            return Outcome(np.asarray(plain_strategy(self, workload).run(workload, x, epsilon, gen), dtype=np.float64))
         rows, cols = workload.domain
         block = self._block_side(workload.domain, total, epsilon)
         labels = _block_labels(workload.domain, _square_cuts(rows, block), _square_cuts(cols, block))
         counts = np.bincount(labels, weights=x)
         noisy = add_laplace(counts, 1.0 / epsilon, gen, sensitivity=1.0, integer=True)
-        return np.asarray(workload.matvec(_spread(labels, noisy)), dtype=np.float64)
+        return Outcome(np.asarray(workload.matvec(_spread(labels, noisy)), dtype=np.float64))
 
 
 class AGrid(_GridMechanism):
@@ -313,11 +315,13 @@ class AGrid(_GridMechanism):
         if self.alpha >= 1:
             raise ValueError(f"alpha must be in (0, 1), the share of ε for the coarse grid; got {alpha}")
 
-    def run(self, workload: Workload, x, epsilon: float, rng=None) -> np.ndarray:
-        workload, x, epsilon, gen = self._grid_input(workload, x, epsilon, rng)
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
+        self.unit_changes(policy)
+        self._check_grid(workload)
         total, epsilon, blocks = self._checked_blocks(workload, x, epsilon, gen)
         if not blocks:
-            return plain_strategy(self, workload).run(workload, x, epsilon, gen)
+            return Outcome(np.asarray(plain_strategy(self, workload).run(workload, x, epsilon, gen), dtype=np.float64))
         rows, cols = workload.domain
         eps1, eps2 = self.alpha * epsilon, (1 - self.alpha) * epsilon
         wanted = max(10, math.floor(math.sqrt(max(total, 0.0) * epsilon / self.c) / 4))  # m₁ blocks a side
@@ -344,4 +348,4 @@ class AGrid(_GridMechanism):
         var_coarse, var_sum = 2.0 / eps1**2, per_block * 2.0 / eps2**2
         combined = (coarse_noisy / var_coarse + fine_sum / var_sum) / (1.0 / var_coarse + 1.0 / var_sum)
         fine_est = fine_noisy + ((combined - fine_sum) / per_block)[owner]
-        return np.asarray(workload.matvec(_spread(fine, fine_est)), dtype=np.float64)
+        return Outcome(np.asarray(workload.matvec(_spread(fine, fine_est)), dtype=np.float64))

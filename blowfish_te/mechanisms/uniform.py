@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_epsilon, check_histogram
-from ..noise import RNGLike, add_laplace, check_rng
-from ..workloads import Workload, as_workload
+from ..noise import RandomSource, add_laplace
+from ..policies import Policy
+from ..routes import Outcome
+from ..workloads import Workload
 from .base import Mechanism
 
 
@@ -23,10 +24,10 @@ class Uniform(Mechanism):
     name = "uniform"
     models_records = True
 
-    def run(self, workload: Workload, x, epsilon: float, rng: RNGLike = None) -> np.ndarray:
-        workload = as_workload(workload)
-        x = check_histogram(x, workload.domain)
-        epsilon = check_epsilon(epsilon)
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
+        self.unit_changes(policy)
         # the total has L1 sensitivity 1 under unit changes and is an integer for every x
-        total = add_laplace(np.array([float(x.sum())]), 1.0 / epsilon, check_rng(rng), sensitivity=1.0, integer=True)[0]
-        return np.asarray(workload.matvec(np.full(workload.size, total / workload.size)), dtype=np.float64)
+        total = add_laplace(np.array([float(x.sum())]), 1.0 / epsilon, gen, sensitivity=1.0, integer=True)[0]
+        return Outcome(np.asarray(workload.matvec(np.full(workload.size, total / workload.size)), dtype=np.float64))
+

@@ -353,11 +353,11 @@ for cls, mech in INSTANCES.items():
     if isinstance(mech, M.LinearMechanism):
         case(f"{cls}.expected_error(epsilon)", lambda v, m=mech: m.expected_error(W, v), "epsilon", bad_epsilons(), 1.0)
 for cls, mech in NATIVE.items():
-    case(f"{cls}.release_native(epsilon)", lambda v, m=mech: m.release_native(W, X, LINE, v, rng=0), "epsilon",
+    case(f"{cls}.release(epsilon)", lambda v, m=mech: m.release(W, X, v, 0, policy=LINE), "epsilon",
          bad_epsilons(), 1.0)
-    case(f"{cls}.release_native(x)", lambda v, m=mech: m.release_native(W, v, LINE, 1.0, rng=0), "x", bad_histograms(), X)
-    case(f"{cls}.release_native(rng)", lambda v, m=mech: m.release_native(W, X, LINE, 1.0, rng=v), "rng", bad_rngs(), 0)
-    case(f"{cls}.release_native(policy)", lambda v, m=mech: m.release_native(W, X, v, 1.0, rng=0), "policy",
+    case(f"{cls}.release(x)", lambda v, m=mech: m.release(W, v, 1.0, 0, policy=LINE), "x", bad_histograms(), X)
+    case(f"{cls}.release(rng)", lambda v, m=mech: m.release(W, X, 1.0, v, policy=LINE), "rng", bad_rngs(), 0)
+    case(f"{cls}.release(policy)", lambda v, m=mech: m.release(W, X, 1.0, 0, policy=v), "policy",
          st.one_of(not_a("policy"), st.just(policies.line(K + 1))), LINE)
     case(f"{cls}.run()", lambda v, m=mech: m.run(W, v, 1.0), "policy", st.just(X), None)
 
@@ -378,7 +378,7 @@ case("OrderedHierarchical(fanout)", lambda v: M.OrderedHierarchical(fanout=v), "
 case("OrderedHierarchical(split)", lambda v: M.OrderedHierarchical(split=v), "split", but_none(bad_shares()), 0.3)
 case("OrderedHierarchical(spacing)", lambda v: M.OrderedHierarchical(spacing=v), "spacing", but_none(bad_ints(1)), 4)
 case("TunedOrderedHierarchical(fanout)", lambda v: M.TunedOrderedHierarchical(fanout=v), "fanout", bad_ints(2), 4)
-case("Ordered(policy 2-D)", lambda v: M.Ordered().release_native(W2, X2, v, 1.0, rng=0), "1-D|policy", st.just(GRID), None)
+case("Ordered(policy 2-D)", lambda v: M.Ordered().release(W2, X2, 1.0, 0, policy=v), "1-D|policy", st.just(GRID), None)
 case("DAWA(ratio)", lambda v: M.DAWA(ratio=v), "ratio", but_none(bad_shares()), 0.3)
 case("DAWA(penalty)", lambda v: M.DAWA(penalty=v), "penalty", st.sampled_from([0, -1.0, NAN, INF, "a"]), 2.0)
 case("DAWA(estimator)", lambda v: M.DAWA(estimator=v), "estimator",

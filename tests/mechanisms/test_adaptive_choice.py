@@ -142,7 +142,7 @@ def test_dawa_partition_gets_its_split_of_the_rest_of_epsilon(monkeypatch):
 
     monkeypatch.setattr(DAWA, "partitioned", partitioned)
     mechanism = Adaptive(budget=0)
-    release = mechanism.release_native(w, x, policy, epsilon, gen)
+    release = mechanism.release(w, x, epsilon, gen, policy=policy)
     (check,) = checks
     assert np.array_equal(check.cells, x) and check.epsilon == epsilon and check.gen is gen
     assert check.kwargs == {"total": None, "record_moves": 1}
@@ -166,7 +166,7 @@ def test_dawa_partition_is_dawas_partition_after_the_features(monkeypatch):
     x = datasets.synthetic(k, 2000, rng=1)
     w, policy = wl.identity(k), policies.unbounded(k)
     _checked(monkeypatch, "partition")
-    release = Adaptive(budget=0).release_native(w, x, policy, epsilon, np.random.default_rng(7))
+    release = Adaptive(budget=0).release(w, x, epsilon, np.random.default_rng(7), policy=policy)
     gen = np.random.default_rng(7)
     features = measure(x, epsilon, gen)
     rest = epsilon - features.spent
@@ -192,7 +192,7 @@ def test_dawa_on_ranges_over_a_line_reads_the_ranges_model_and_the_workloads_spl
         return real(self, workload, cells, eps1, eps2, stream, scale=scale)
 
     monkeypatch.setattr(DAWA, "partitioned", partitioned)
-    release = Adaptive(budget=0).release_native(w, x, policy, epsilon, gen)
+    release = Adaptive(budget=0).release(w, x, epsilon, gen, policy=policy)
     (check,) = checks
     assert check.kwargs == {"total": None, "record_moves": 1} and check.model == error_model("dawa", 1, "ranges")
     rest = epsilon - check.decision.spent
@@ -211,7 +211,7 @@ def test_a_grid_is_checked_along_dawas_layout(monkeypatch, workload):
     checks = _checked(monkeypatch, "plain")
     layout = DAWA(select=False).layout(shape)
     assert not np.array_equal(layout, np.arange(x.size))
-    release = Adaptive(budget=0).release_native(workload, x, policy, epsilon, gen)
+    release = Adaptive(budget=0).release(workload, x, epsilon, gen, policy=policy)
     (check,) = checks
     assert np.array_equal(check.cells, x[layout]) and check.epsilon == epsilon and check.gen is gen
     assert check.kwargs == {"total": None, "record_moves": 1}
@@ -238,7 +238,7 @@ def test_partition_then_transform_gets_the_rest_and_its_share_of_it(monkeypatch)
         return inner
 
     monkeypatch.setattr(PartitionThenTransform, "partitioned", partitioned)
-    release = Adaptive(budget=0).release_native(w, x, policy, epsilon, gen)
+    release = Adaptive(budget=0).release(w, x, epsilon, gen, policy=policy)
     (check,) = checks
     assert np.array_equal(check.cells, x) and check.epsilon == epsilon and check.gen is gen
     assert check.kwargs == {"total": int(x.sum()), "record_moves": 2}
@@ -265,7 +265,7 @@ def test_ranges_under_other_policies_keep_the_cells_model(monkeypatch):
     w, policy = wl.prefix(k), policies.threshold(k, 4)
     checks = _checked(monkeypatch, "plain")
     plains = _released(monkeypatch, stub=True)
-    Adaptive(budget=0).release_native(w, x, policy, epsilon, np.random.default_rng(5))
+    Adaptive(budget=0).release(w, x, epsilon, np.random.default_rng(5), policy=policy)
     (check,) = checks
     assert np.array_equal(check.cells, x)
     assert check.kwargs == {"total": int(x.sum()), "record_moves": 2}
@@ -285,7 +285,7 @@ def test_a_workload_the_partition_cannot_help_is_planned_and_run_at_all_of_epsil
     _never(monkeypatch, "measure")
     plains = _released(monkeypatch)
     mechanism = Adaptive(budget=0)
-    release = mechanism.release_native(w, x, policy, epsilon, gen)
+    release = mechanism.release(w, x, epsilon, gen, policy=policy)
     auto = mechanism.candidates(w, policy)[1]
     chosen = plan_routes(w, policy, 1.0, auto).chosen
     (plain,) = plains
@@ -311,7 +311,7 @@ def test_dawa_plain_release_at_the_rest(smoothed, monkeypatch):
     assert isinstance(best.mechanism, Identity) and cells.expected_mse == best.expected_mse
     checks = _checked(monkeypatch, "plain", cost=SMOOTHING_COST * (0.5 if smoothed else 1.0))
     plans, plains = _planned(monkeypatch), _released(monkeypatch)
-    release = mechanism.release_native(w, x, policy, epsilon, gen)
+    release = mechanism.release(w, x, epsilon, gen, policy=policy)
     (check,) = checks
     spent = check.decision.spent
     assert spent > 0
@@ -337,7 +337,7 @@ def test_dawa_smoothing_keeps_a_strategy_much_better_than_laplace_on_the_cells(m
     checks = _checked(monkeypatch, "plain", cost=0.1)
     plains = _released(monkeypatch, stub=True)
     mechanism = Adaptive(budget=0)
-    mechanism.release_native(w, x, policy, epsilon, np.random.default_rng(9))
+    mechanism.release(w, x, epsilon, np.random.default_rng(9), policy=policy)
     auto = mechanism.candidates(w, policy)[1]
     best = plan_routes(w, policy, 1.0, auto).chosen
     cells = plan_routes(w, policy, 1.0, Identity()).chosen
@@ -368,7 +368,7 @@ def test_the_tie_tolerance_of_laplace_on_the_cells(factor, identity, monkeypatch
     monkeypatch.setattr(routes, "plan_routes", plan)
     _checked(monkeypatch, "plain", cost=0.1)
     plains = _released(monkeypatch, stub=True)
-    mechanism.release_native(w, x, policy, epsilon, np.random.default_rng(12))
+    mechanism.release(w, x, epsilon, np.random.default_rng(12), policy=policy)
     (plain,) = plains
     assert isinstance(plain.estimator, Identity) is identity and plain.smoothed is True
     assert plain.chosen.expected_mse == (best.expected_mse * factor if identity else best.expected_mse)
@@ -385,7 +385,7 @@ def test_only_histogram_like_workloads_of_partition_then_transform_are_smoothed(
     checks = _checked(monkeypatch, "plain", cost=0.1)
     plains = _released(monkeypatch, stub=True)
     mechanism = Adaptive(budget=0)
-    mechanism.release_native(w, x, policy, epsilon, np.random.default_rng(13))
+    mechanism.release(w, x, epsilon, np.random.default_rng(13), policy=policy)
     (plain,) = plains
     assert plain.smoothed is False and plain.notes == f"adaptive: {checks[0].features.describe()}; forced"
     assert plain.epsilon == pytest.approx(epsilon - checks[0].decision.spent, rel=1e-12)
@@ -398,12 +398,12 @@ def test_the_real_check_decides_and_its_reason_is_in_the_notes(monkeypatch):
     w, policy = wl.prefix(k), policies.unbounded(k)
     checks = _checked(monkeypatch)
     empty = np.zeros(k, dtype=np.int64)
-    sparse = Adaptive(budget=0).release_native(w, empty, policy, epsilon, np.random.default_rng(5))
+    sparse = Adaptive(budget=0).release(w, empty, epsilon, np.random.default_rng(5), policy=policy)
     decision = checks[-1].decision
     assert decision.route == "partition" and decision.reason.startswith("partition: dawa's 1-D ranges model predicts")
     assert sparse.notes == f"{_head(decision)}; ran dawa"
     dense = np.random.default_rng(0).integers(0, 2 * 10**6, k)  # no two neighbours alike: no bucket pays
-    plain = Adaptive(budget=0).release_native(w, dense, policy, epsilon, np.random.default_rng(0))
+    plain = Adaptive(budget=0).release(w, dense, epsilon, np.random.default_rng(0), policy=policy)
     decision = checks[-1].decision
     assert decision.route == "plain" and decision.reason.startswith("plain release: dawa's 1-D ranges model predicts")
     assert plain.notes.startswith(_head(decision))

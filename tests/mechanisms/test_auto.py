@@ -97,16 +97,16 @@ def test_analytic_mechanisms_are_the_registered_ones_with_an_analytic_error(monk
     class NativeWithError(NativeMechanism, register=False):
         name = "native_with_error_stub"
 
-        def compute(self, workload, x, policy, epsilon, gen):
+        def measure(self, workload, x, epsilon, gen, policy=None):
             return Outcome(np.zeros(workload.num_queries))
 
-        def expected_error_native(self, workload, epsilon, policy):
+        def expected_error(self, workload, epsilon, policy=None):
             return 1.0
 
     class NativeWithoutError(NativeMechanism, register=False):
         name = "native_without_error_stub"
 
-        def compute(self, workload, x, policy, epsilon, gen):
+        def measure(self, workload, x, epsilon, gen, policy=None):
             return Outcome(np.zeros(workload.num_queries))
 
     class NotAnalytic(Mechanism, register=False):
@@ -125,11 +125,7 @@ def test_analytic_mechanisms_are_the_registered_ones_with_an_analytic_error(monk
     names = analytic_mechanisms()
     assert isinstance(names, tuple)
     assert names[0] == "identity" and list(names[1:]) == sorted(names[1:])
-    expected = {
-        name for name, cls in MECHANISMS.items()
-        if cls.analytic_error or (issubclass(cls, NativeMechanism)
-                                  and cls.expected_error_native is not NativeMechanism.expected_error_native)
-    } - {"optimized", "auto"}
+    expected = {name for name, cls in MECHANISMS.items() if cls.analytic_error} - {"optimized", "auto"}
     assert set(names) == expected
     assert names[1] == "aaa_linear_stub"
     assert "native_with_error_stub" in names

@@ -177,10 +177,10 @@ def test_real_users_spend_their_share(monkeypatch):
     assert calls == []
 
 
-# --- NativeMechanism.release_native ------------------------------------------------------------
+# --- NativeMechanism.release: validation, then serves and measure -------------------------------
 
 
-def test_release_native_passes_validated_arguments():
+def test_a_native_release_passes_validated_arguments():
     from blowfish_te import policies
     from blowfish_te.noise import SecureRandom
     from blowfish_te.routes import Outcome
@@ -191,16 +191,17 @@ def test_release_native_passes_validated_arguments():
     class N(base.NativeMechanism, register=False):
         name = "n"
 
-        def check_policy(self, workload, policy):
+        def serves(self, workload, policy):
             seen["check"] = (workload, policy)
+            return True
 
-        def compute(self, workload, x, policy, epsilon, gen):
+        def measure(self, workload, x, epsilon, gen, policy=None):
             seen["compute"] = (workload, x, policy, epsilon, gen)
             return Outcome(np.zeros(workload.num_queries))
 
     p = policies.line(4)
     mech = N()
-    out = mech.release_native(np.tril(np.ones((4, 4))), [1, 2, 3, 4], p, 3, rng=7)
+    out = mech.release(np.tril(np.ones((4, 4))), [1, 2, 3, 4], 3, 7, policy=p)
     assert out.answers.tolist() == [0.0] * 4
     w, pol = seen["check"]
     assert isinstance(w, base.Workload) and w.size == 4 and pol is p
@@ -211,13 +212,64 @@ def test_release_native_passes_validated_arguments():
     assert isinstance(gen, np.random.Generator)
     assert gen.random() == np.random.default_rng(7).random()
     g = np.random.default_rng(3)
-    mech.release_native(prefix(4), np.array([1, 2, 3, 4]), p, 0.5, g)
+    mech.release(prefix(4), np.array([1, 2, 3, 4]), 0.5, g, policy=p)
     assert seen["compute"][4] is g
-    mech.release_native(prefix(4), np.array([1, 2, 3, 4]), p, 0.5)
+    mech.release(prefix(4), np.array([1, 2, 3, 4]), 0.5, policy=p)
     assert isinstance(seen["compute"][4], SecureRandom)
 
 
-def test_release_native_ordered_matches_compute():
+def test_a_class_of_the_earlier_native_contract_still_releases_and_is_warned():
+    """compute, check_policy and expected_error_native (the earlier contract) become measure,
+    serves and expected_error, with a DeprecationWarning when the class is defined."""
+    from blowfish_te import policies
+    from blowfish_te.routes import Outcome
+    from blowfish_te.workloads import prefix
+
+    seen = {}
+    with pytest.warns(DeprecationWarning, match="implements compute, check_policy, expected_error_native"):
+        class Old(base.NativeMechanism, register=False):
+            name = "old"
+
+            def check_policy(self, workload, policy):
+                seen["check"] = policy
+                if policy.ndim != 1:
+                    raise ValueError("1-D only")
+
+            def compute(self, workload, x, policy, epsilon, gen):
+                seen["compute"] = (policy, epsilon)
+                return Outcome(np.full(workload.num_queries, float(x.sum())))
+
+            def expected_error_native(self, workload, epsilon, policy):
+                return 2.0 / epsilon**2
+
+    line = policies.line(4)
+    out = Old().release(prefix(4), [1, 2, 3, 4], 0.5, 0, policy=line)
+    assert out.answers.tolist() == [10.0] * 4 and seen == {"check": line, "compute": (line, 0.5)}
+    assert Old().expected_error(prefix(4), 0.5, policy=line) == 8.0 and Old().tags.analytic_error
+    with pytest.raises(ValueError, match="1-D only"):
+        Old().serves(prefix((2, 2)), policies.grid((2, 2)))
+    with pytest.raises(TypeError, match="needs the policy"):
+        Old().measure(prefix(4), np.arange(4), 0.5, np.random.default_rng(0))
+    with pytest.warns(DeprecationWarning, match="release_native"):
+        again = Old().release_native(prefix(4), [1, 2, 3, 4], line, 0.5, 0)
+    assert again.answers.tolist() == [10.0] * 4
+
+
+def test_a_unit_change_mechanism_refuses_a_policy_it_would_not_protect():
+    """A data-dependent release is ε-DP for unit changes: given a policy directly it refuses,
+    pointing to answer(), which runs it on the transformed counts."""
+    from blowfish_te import policies
+    from blowfish_te.mechanisms import DAWA, Uniform
+    from blowfish_te.workloads import prefix
+
+    for mech in (DAWA(), Uniform()):
+        with pytest.raises(TypeError, match=r"ε-DP for unit changes of x; under line\(8\) release it with answer"):
+            mech.release(prefix(8), np.arange(8), 1.0, 0, policy=policies.line(8))
+        with pytest.raises(TypeError, match="unit changes"):
+            mech.measure(prefix(8), np.arange(8), 1.0, np.random.default_rng(0), policy=policies.line(8))
+
+
+def test_a_native_release_matches_its_measure():
     from blowfish_te import policies
     from blowfish_te.mechanisms import Ordered, OrderedHierarchical
     from blowfish_te.workloads import all_ranges, prefix
@@ -226,21 +278,21 @@ def test_release_native_ordered_matches_compute():
     for mech in (Ordered(), Ordered(constrained=False), OrderedHierarchical(fanout=2)):
         for pol in (policies.line(6), policies.threshold(6, 2)):
             for w in (prefix(6), all_ranges(6)):
-                out = mech.release_native(w, x, pol, 0.6, np.random.default_rng(11))
-                ref = mech.compute(w, x, pol, 0.6, np.random.default_rng(11))
+                out = mech.release(w, x, 0.6, np.random.default_rng(11), policy=pol)
+                ref = mech.measure(w, x, 0.6, np.random.default_rng(11), policy=pol)
                 assert out.answers.dtype == np.float64
                 np.testing.assert_array_equal(out.answers, ref.answers)
                 assert out.answers.shape == (w.num_queries,)
                 assert out.component_totals == ref.component_totals
                 assert out.sensitivity == ref.sensitivity
                 assert out.noise_scale == ref.noise_scale
-    o = Ordered(constrained=False).release_native(prefix(6), x.reshape(6), policies.line(6), 0.6, 4)
+    o = Ordered(constrained=False).release(prefix(6), x.reshape(6), 0.6, 4, policy=policies.line(6))
     assert o.noise_scale == pytest.approx(o.sensitivity / 0.6)
-    o2 = Ordered(constrained=False).release_native(prefix(6), x, policies.threshold(6, 2), 0.6, 4)
+    o2 = Ordered(constrained=False).release(prefix(6), x, 0.6, 4, policy=policies.threshold(6, 2))
     assert o2.sensitivity == 2.0 and o2.noise_scale == pytest.approx(2.0 / 0.6)
 
 
-def test_release_native_refusals():
+def test_native_release_refusals():
     from blowfish_te import policies
     from blowfish_te.mechanisms import Ordered, OrderedHierarchical
     from blowfish_te.workloads import identity, prefix
@@ -248,17 +300,17 @@ def test_release_native_refusals():
     x = np.array([1, 2, 3, 4, 5])
     for mech in (Ordered(), OrderedHierarchical()):
         with pytest.raises(ValueError, match=r"^workload prefix\(4\) has 4 cells but policy line\(5\) has 5$"):
-            mech.release_native(prefix(4), x, policies.line(5), 0.5, 1)
+            mech.release(prefix(4), x, 0.5, 1, policy=policies.line(5))
         with pytest.raises(TypeError, match=r"^policy must be a blowfish_te Policy, got str$"):
-            mech.release_native(prefix(5), x, "line", 0.5, 1)
+            mech.release(prefix(5), x, 0.5, 1, policy="line")
         with pytest.raises(ValueError, match=rf"^{mech.name} needs a 1-D ordered domain"):
-            mech.release_native(identity((2, 3)), np.ones(6), policies.complete((2, 3)), 0.5, 1)
+            mech.release(identity((2, 3)), np.ones(6), 0.5, 1, policy=policies.complete((2, 3)))
         with pytest.raises(ValueError, match=r"^x has shape \(4,\), expected \(5,\) to match the domain$"):
-            mech.release_native(prefix(5), x[:4], policies.line(5), 0.5, 1)
+            mech.release(prefix(5), x[:4], 0.5, 1, policy=policies.line(5))
         with pytest.raises(ValueError, match=r"^epsilon must be a finite number > 0, got 0$"):
-            mech.release_native(prefix(5), x, policies.line(5), 0, 1)
+            mech.release(prefix(5), x, 0, 1, policy=policies.line(5))
         with pytest.raises(ValueError, match=r"^rng seed must be a non-negative integer, got -1$"):
-            mech.release_native(prefix(5), x, policies.line(5), 0.5, -1)
+            mech.release(prefix(5), x, 0.5, -1, policy=policies.line(5))
         with pytest.raises(TypeError, match=r"^mechanism .* needs the policy"):
             mech.run(prefix(5), x, 0.5, 1)
 

@@ -380,7 +380,7 @@ def test_caches_stay_bounded_when_policies_are_rebuilt():
 
 def test_oh_solves_large_unbounded_domains_in_cumulative_coordinates():
     k = 6000  # beyond the dense limit: the cumulative-coordinate Gram is sparse
-    error = M.OrderedHierarchical().expected_error_native(wl.random_ranges(k, 50, rng=0), 1.0, policies.threshold(k, 30))
+    error = M.OrderedHierarchical().expected_error(wl.random_ranges(k, 50, rng=0), 1.0, policy=policies.threshold(k, 30))
     assert 0 < error < np.inf
 
 

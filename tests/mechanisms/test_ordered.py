@@ -88,7 +88,7 @@ def test_ordered_draws_laplace_at_the_brute_force_sensitivity_over_epsilon(monke
         calls = _recorder(monkeypatch)
         gen = np.random.default_rng(7)
         for _ in range(200):
-            outcome = mech.compute(wl.identity(k), x, policy, eps, gen)
+            outcome = mech.measure(wl.identity(k), x, eps, gen, policy=policy)
         assert len(calls) == 200
         for call in calls:
             assert np.array_equal(call["values"], _measured(x, public))
@@ -118,7 +118,7 @@ def test_ordered_secure_release_draws_exact_discrete_laplace():
     assert np.array_equal(release.answers, np.round(release.answers)) and release.answers[-1] == x.sum()
     gen = SecureRandom()
     for eps in (0.5, 3.0):
-        out = M.Ordered(constrained=False).compute(wl.prefix(k), x, _line_to_bottom(k), eps, gen)
+        out = M.Ordered(constrained=False).measure(wl.prefix(k), x, eps, gen, policy=_line_to_bottom(k))
         assert np.array_equal(out.answers, np.round(out.answers))
     assert set(gen.tally()) == {sampler_name("integer", gen.backend)}
 
@@ -126,7 +126,7 @@ def test_ordered_secure_release_draws_exact_discrete_laplace():
 def test_ordered_refuses_an_overflowing_noise_scale():
     policy = policies.threshold(5, 3)
     with pytest.raises(ValueError, match=r"^epsilon=5e-324 is too small: the noise scale overflows$"):
-        M.Ordered().compute(wl.prefix(5), np.ones(5, dtype=np.int64), policy, 5e-324, np.random.default_rng(0))
+        M.Ordered().measure(wl.prefix(5), np.ones(5, dtype=np.int64), 5e-324, np.random.default_rng(0), policy=policy)
 
 
 # -- Ordered: the degenerate release and post-processing -------------------------------------------
@@ -140,7 +140,7 @@ def test_one_cell_with_a_public_total_is_answered_exactly(monkeypatch, name):
     monkeypatch.setattr(ordered_module, "add_laplace", never)
     mech = M.get_mechanism(name)
     for w in (wl.prefix(1), wl.as_workload(np.array([[2], [3]]))):
-        out = mech.compute(w, np.array([7]), policies.threshold(1, 1), 0.5, np.random.default_rng(0))
+        out = mech.measure(w, np.array([7]), 0.5, np.random.default_rng(0), policy=policies.threshold(1, 1))
         assert isinstance(out.answers, np.ndarray) and out.answers.dtype == np.float64
         assert np.array_equal(out.answers, w.matvec(np.array([7.0])))
         assert out.component_totals == {0: 7}
@@ -150,7 +150,7 @@ def test_one_cell_with_a_public_total_is_answered_exactly(monkeypatch, name):
 
 def test_two_cells_are_not_the_one_cell_path(monkeypatch):
     calls = _recorder(monkeypatch, replace=[4.5])
-    out = M.Ordered().compute(wl.identity(2), np.array([3, 5]), policies.line(2), 0.5, np.random.default_rng(0))
+    out = M.Ordered().measure(wl.identity(2), np.array([3, 5]), 0.5, np.random.default_rng(0), policy=policies.line(2))
     assert len(calls) == 1 and np.array_equal(calls[0]["values"], [3.0])
     assert np.allclose(out.answers, [4.5, 3.5])
     assert out.component_totals == {1: 8} and out.sensitivity == 1.0 and out.noise_scale == 2.0
@@ -161,7 +161,7 @@ def test_ordered_unconstrained_reads_n_from_the_last_noisy_count(monkeypatch):
     last one is the noisy n; nothing is disclosed exactly."""
     k, x = 5, np.array([1, 0, 2, 0, 1])
     calls = _recorder(monkeypatch, replace=[3.0, 1.0, 4.0, 1.5, 9.0])
-    out = M.Ordered(constrained=False).compute(wl.identity(k), x, _line_to_bottom(k), 2.0, np.random.default_rng(0))
+    out = M.Ordered(constrained=False).measure(wl.identity(k), x, 2.0, np.random.default_rng(0), policy=_line_to_bottom(k))
     assert np.array_equal(calls[0]["values"], [1, 1, 3, 3, 4])
     assert np.allclose(out.answers, [3.0, -2.0, 3.0, -2.5, 7.5])
     assert out.component_totals == {} and out.sensitivity == 1.0 and out.noise_scale == 0.5
@@ -173,23 +173,23 @@ def test_ordered_constrained_is_isotonic_and_clipped_to_zero_and_n(monkeypatch):
     mech, gen = M.Ordered(), np.random.default_rng(0)
     # n public (4): [-3, 0.5, 6, 2] -> isotonic [-3, 0.5, 4, 4] -> clipped [0, 0.5, 4, 4]
     _recorder(monkeypatch, replace=[-3.0, 0.5, 6.0, 2.0])
-    out = mech.compute(wl.identity(k), x, policies.line(k), 1.0, gen)
+    out = mech.measure(wl.identity(k), x, 1.0, gen, policy=policies.line(k))
     assert np.allclose(out.answers, [0.0, 0.5, 3.5, 0.0, 0.0])
     # n = 0: everything is clipped to 0
     _recorder(monkeypatch, replace=[-1.0, 0.5, 0.25, 0.75])
-    out = mech.compute(wl.identity(k), np.zeros(k, dtype=np.int64), policies.line(k), 1.0, gen)
+    out = mech.measure(wl.identity(k), np.zeros(k, dtype=np.int64), 1.0, gen, policy=policies.line(k))
     assert np.array_equal(out.answers, np.zeros(k))
     # n measured (9): [3, 1, 4, 1.5] -> isotonic [2, 2, 2.75, 2.75], inside [0, 9]
     _recorder(monkeypatch, replace=[3.0, 1.0, 4.0, 1.5, 9.0])
-    out = mech.compute(wl.identity(k), x, _line_to_bottom(k), 1.0, gen)
+    out = mech.measure(wl.identity(k), x, 1.0, gen, policy=_line_to_bottom(k))
     assert np.allclose(out.answers, [2.0, 0.0, 0.75, 0.0, 6.25])
     # a noisy n below 0: the cumulative counts are clipped to [0, 0]
     _recorder(monkeypatch, replace=[0.5, 0.25, 2.0, 3.0, -2.0])
-    out = mech.compute(wl.identity(k), x, _line_to_bottom(k), 1.0, gen)
+    out = mech.measure(wl.identity(k), x, 1.0, gen, policy=_line_to_bottom(k))
     assert np.allclose(out.answers, [0.0, 0.0, 0.0, 0.0, -2.0])
     # a noisy n in (0, 1): the upper bound is n itself
     _recorder(monkeypatch, replace=[0.1, 0.2, 0.9, 0.95, 0.5])
-    out = mech.compute(wl.identity(k), x, _line_to_bottom(k), 1.0, gen)
+    out = mech.measure(wl.identity(k), x, 1.0, gen, policy=_line_to_bottom(k))
     assert np.allclose(out.answers, [0.1, 0.1, 0.3, 0.0, 0.0])
 
 
@@ -198,7 +198,7 @@ def test_answers_are_float64_whatever_the_workload_computes_in(name):
     k = 6
     w = Float32Rows(np.tril(np.ones((k, k))))
     policy = policies.threshold(k, 2)
-    out = M.get_mechanism(name).compute(w, np.arange(k), policy, 1.0, np.random.default_rng(0))
+    out = M.get_mechanism(name).measure(w, np.arange(k), 1.0, np.random.default_rng(0), policy=policy)
     assert out.answers.dtype == np.float64 and out.answers.shape == (k,)
 
 
@@ -225,31 +225,31 @@ def test_ordered_expected_error_is_exact(monkeypatch, kind, k):
     for i in range(size):
         monkeypatch.setattr(ordered_module, "add_laplace",
                             lambda v, s, g, *, sensitivity, integer, i=i: np.asarray(v, float) + np.eye(size)[i])
-        columns.append(mech.compute(w, x, policy, 1.0, None).answers - truth)
+        columns.append(mech.measure(w, x, 1.0, None, policy=policy).answers - truth)
     r = np.column_stack(columns)
     for eps in (0.5, 3.0):
-        assert mech.expected_error_native(w, eps, policy) == pytest.approx(2 * (delta / eps) ** 2 * (r**2).sum(), rel=1e-12)
-    assert M.Ordered().expected_error_native(w, 0.5, policy) is None
+        assert mech.expected_error(w, eps, policy=policy) == pytest.approx(2 * (delta / eps) ** 2 * (r**2).sum(), rel=1e-12)
+    assert M.Ordered().expected_error(w, 0.5, policy=policy) is None
 
 
 def test_ordered_expected_error_of_one_cell_and_refusals(monkeypatch):
     mech = M.Ordered(constrained=False)
-    assert mech.expected_error_native(wl.prefix(1), 0.5, policies.threshold(1, 1)) == 0.0
+    assert mech.expected_error(wl.prefix(1), 0.5, policy=policies.threshold(1, 1)) == 0.0
     with pytest.raises(ValueError, match=r"^ordered needs a 1-D ordered domain"):
-        mech.expected_error_native(wl.identity((2, 2)), 1.0, policies.grid((2, 2)))
+        mech.expected_error(wl.identity((2, 2)), 1.0, policy=policies.grid((2, 2)))
     monkeypatch.setattr(ordered_module, "check_epsilon", float)  # a caller that skipped validation
     with pytest.raises(ValueError, match=r"^epsilon=5e-324 is too small: the noise scale overflows$"):
-        mech.expected_error_native(wl.prefix(4), 5e-324, policies.line(4))
+        mech.expected_error(wl.prefix(4), 5e-324, policy=policies.line(4))
 
 
-def test_check_policy_refusals_name_the_mechanism():
+def test_serves_refusals_name_the_mechanism():
     w, grid = wl.identity((2, 2)), policies.grid((2, 2))
     with pytest.raises(ValueError, match=r"^ordered needs a 1-D ordered domain, got policy"):
-        M.Ordered().check_policy(w, grid)
+        M.Ordered().serves(w, grid)
     with pytest.raises(ValueError, match=r"^ordered_hierarchical needs a 1-D ordered domain, got policy"):
-        M.OrderedHierarchical().check_policy(w, grid)
-    M.Ordered().check_policy(wl.prefix(4), policies.line(4))
-    M.OrderedHierarchical().check_policy(wl.prefix(4), policies.line(4))
+        M.OrderedHierarchical().serves(w, grid)
+    assert M.Ordered().serves(wl.prefix(4), policies.line(4)) is True
+    assert M.OrderedHierarchical().serves(wl.prefix(4), policies.line(4)) is True
 
 
 # -- Ordered Hierarchical ---------------------------------------------------------------------------
@@ -269,7 +269,7 @@ def test_ordered_hierarchical_draws_unit_laplace_calibrated_to_epsilon(monkeypat
     policy, mech, x = policies.threshold(k, 4), M.OrderedHierarchical(fanout=4), np.arange(k)
     for eps in (0.5, 3.0):
         calls = _recorder(monkeypatch)
-        out = mech.compute(wl.prefix(k), x, policy, eps, np.random.default_rng(1))
+        out = mech.measure(wl.prefix(k), x, eps, np.random.default_rng(1), policy=policy)
         (call,) = calls
         assert call["scale"] == 1.0
         assert call["sensitivity"] == pytest.approx(eps, rel=1e-9)
@@ -279,7 +279,7 @@ def test_ordered_hierarchical_draws_unit_laplace_calibrated_to_epsilon(monkeypat
         assert out.noise_scale == pytest.approx(max(s for *_, s in groups))
     # one group of prefixes at weight 1 (θ = 1, ε = 1): integer rows
     calls = _recorder(monkeypatch)
-    mech.compute(wl.prefix(8), np.arange(8), policies.line(8), 1.0, np.random.default_rng(1))
+    mech.measure(wl.prefix(8), np.arange(8), 1.0, np.random.default_rng(1), policy=policies.line(8))
     assert calls[0]["integer"] is True and calls[0]["sensitivity"] == 1.0
 
 

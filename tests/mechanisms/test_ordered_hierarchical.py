@@ -226,7 +226,7 @@ def test_constructor_validation_names_each_argument():
 def test_expected_error_refuses_a_2d_policy_by_name():
     policy = policies.grid((3, 3))
     with pytest.raises(ValueError, match="^ordered_hierarchical needs a 1-D ordered domain"):
-        M.OrderedHierarchical().expected_error_native(wl.identity((3, 3)), 1.0, policy)
+        M.OrderedHierarchical().expected_error(wl.identity((3, 3)), 1.0, policy=policy)
 
 
 def test_oh_constants_by_hand():

@@ -55,14 +55,14 @@ def test_ordered_hierarchical_sensitivities_and_eq_15(k, theta, fanout):
     scales = {label: scale for label, _, _, scale in groups}
     share = oh_optimal_split(k, theta, fanout)
     assert scales["S"] == pytest.approx(1 / share) and scales["H"] == pytest.approx(2 * height / (1 - share))
-    exact = mech.expected_error_native(wl.all_ranges(k), 1.0, policy) / (k * (k + 1) / 2)
+    exact = mech.expected_error(wl.all_ranges(k), 1.0, policy=policy) / (k * (k + 1) / 2)
     assert exact <= oh_predicted_error(k, theta, fanout, 1.0)
 
 
 def test_ordered_hierarchical_reduces_to_the_ordered_mechanism_at_theta_one():
     k = 50
-    oh = M.OrderedHierarchical().expected_error_native(wl.all_ranges(k), 1.0, policies.line(k))
-    ordered = M.Ordered(constrained=False).expected_error_native(wl.all_ranges(k), 1.0, policies.line(k))
+    oh = M.OrderedHierarchical().expected_error(wl.all_ranges(k), 1.0, policy=policies.line(k))
+    ordered = M.Ordered(constrained=False).expected_error(wl.all_ranges(k), 1.0, policy=policies.line(k))
     assert oh == pytest.approx(ordered) and oh / (k * (k + 1) / 2) == pytest.approx(oh_predicted_error(k, 1, 16, 1.0))
 
 
@@ -72,7 +72,7 @@ def test_ordered_hierarchical_monte_carlo():
     x = np.random.default_rng(1).integers(0, 9, k)
     truth = w @ x
     mse = np.array([np.mean((bt.answer(w, x, policy, eps, mech, rng=t).answers - truth) ** 2) for t in range(trials)])
-    expected = mech.expected_error_native(w, eps, policy) / w.num_queries
+    expected = mech.expected_error(w, eps, policy=policy) / w.num_queries
     # the estimate is linear in the noise: R maps the unit-scale noise to answer errors
     _, weighted = mech._plan(policy, eps)
     solver, tree = mech._solver(policy, weighted)
@@ -115,7 +115,7 @@ def test_ordered_hierarchical_under_unbounded_dp_is_one_hierarchy():
     prefix at sensitivity K. Now one block of K cells: the error is that of a hierarchy."""
     k, eps = 256, 1.0
     w = wl.all_ranges(k)
-    oh = M.OrderedHierarchical(16).expected_error_native(w, eps, policies.unbounded(k)) / w.num_queries
+    oh = M.OrderedHierarchical(16).expected_error(w, eps, policy=policies.unbounded(k)) / w.num_queries
     hb = bt.plan(w, policies.unbounded(k), eps, M.HB(16), route="exact").chosen.expected_mse
     assert oh < 2 * hb
     # the error cached at ε = 1 and scaled by 1/ε² equals the direct computation at ε = 0.25
@@ -123,7 +123,7 @@ def test_ordered_hierarchical_under_unbounded_dp_is_one_hierarchy():
     _, weighted = mech._plan(policy, 0.25)
     solver, tree = mech._solver(policy, weighted)
     direct = 2 * solver.lstsq_frobenius_sq(tree.workload(w))
-    assert mech.expected_error_native(w, 0.25, policy) == pytest.approx(direct, rel=1e-9)
+    assert mech.expected_error(w, 0.25, policy=policy) == pytest.approx(direct, rel=1e-9)
 
 
 # -- the tuned Ordered Hierarchical -------------------------------------------------------------
@@ -162,7 +162,7 @@ def test_ramped_s_nodes_cost_no_more_than_steps(k, theta, spacing, ramp):
     a, q = weighted.dense(), w.dense()
     reduce = np.vstack([np.eye(k - 1), -np.ones((1, k - 1))])
     direct = 2 * np.linalg.norm(q @ reduce @ np.linalg.pinv(a @ reduce)) ** 2
-    assert mech.expected_error_native(w, 1.0, policy) == pytest.approx(direct, rel=1e-8)
+    assert mech.expected_error(w, 1.0, policy=policy) == pytest.approx(direct, rel=1e-8)
 
 
 @pytest.mark.slow
@@ -173,11 +173,11 @@ def test_tuned_ordered_hierarchical_is_never_worse_than_he_et_al(k, theta, kind)
     policy = policies.threshold(k, theta)
     w = wl.prefix(k) if kind == "prefix" else wl.random_ranges(k, 80, rng=1)
     tuned, he = M.TunedOrderedHierarchical(), M.OrderedHierarchical()
-    error = tuned.expected_error_native(w, 0.5, policy)
-    assert error <= he.expected_error_native(w, 0.5, policy) * (1 + 1e-12)
+    error = tuned.expected_error(w, 0.5, policy=policy)
+    assert error <= he.expected_error(w, 0.5, policy=policy) * (1 + 1e-12)
     spacing, share, fanout, ramp = tuned._settings(w, policy)
     same = M.OrderedHierarchical(fanout or 16, spacing=spacing, split=share, ramp=ramp) if share is not None else he
-    assert error == pytest.approx(same.expected_error_native(w, 0.5, policy), rel=1e-12)
+    assert error == pytest.approx(same.expected_error(w, 0.5, policy=policy), rel=1e-12)
 
 
 def test_tuned_spacing_and_ramps_lower_the_error_under_a_wide_threshold():
@@ -187,12 +187,12 @@ def test_tuned_spacing_and_ramps_lower_the_error_under_a_wide_threshold():
     k, theta = 512, 64
     policy, w = policies.threshold(k, theta), wl.prefix(k)
     tuned = M.TunedOrderedHierarchical()
-    error = tuned.expected_error_native(w, 1.0, policy)
-    assert error < 0.75 * M.OrderedHierarchical().expected_error_native(w, 1.0, policy)
+    error = tuned.expected_error(w, 1.0, policy=policy)
+    assert error < 0.75 * M.OrderedHierarchical().expected_error(w, 1.0, policy=policy)
     spacing, share, fanout, ramp = tuned._settings(w, policy)
     assert spacing == theta // 2 and fanout == spacing and ramp == 3 * spacing // 4
     steps = M.OrderedHierarchical(fanout, split=share, spacing=spacing)
-    assert error < 0.92 * steps.expected_error_native(w, 1.0, policy)
+    assert error < 0.92 * steps.expected_error(w, 1.0, policy=policy)
 
 
 @pytest.mark.slow
@@ -205,7 +205,7 @@ def test_tuned_ordered_hierarchical_monte_carlo_and_seeds():
     assert spacing is not None and ramp is not None  # a tuned plan, not He et al.'s, wins here
     releases = [bt.answer(w, x, policy, eps, mech, rng=t) for t in range(trials)]
     mse = np.array([np.mean((r.answers - truth) ** 2) for r in releases])
-    expected = mech.expected_error_native(w, eps, policy) / w.num_queries
+    expected = mech.expected_error(w, eps, policy=policy) / w.num_queries
     _, weighted = mech._plan(policy, eps, spacing, share, fanout, ramp)
     solver, tree = mech._solver(policy, weighted)
     r = np.column_stack([tree.workload(w) @ solver.pinv(e) for e in np.eye(weighted.num_queries)])
@@ -232,7 +232,7 @@ def test_tuned_ordered_hierarchical_tunes_only_the_split_for_one_block_and_refus
     with pytest.raises(ValueError, match="ramp"):
         M.OrderedHierarchical(ramp=0)
     with pytest.raises(ValueError, match="1-D"):
-        tuned.expected_error_native(wl.identity((2, 2)), 1.0, policies.grid((2, 2)))
+        tuned.expected_error(wl.identity((2, 2)), 1.0, policy=policies.grid((2, 2)))
 
 
 @pytest.mark.slow
@@ -248,7 +248,7 @@ def test_measurements_are_the_rows_a_release_measures_at_unit_noise():
         assert bt.sensitivity(rows, policy) == pytest.approx(eps)
         dense = rows.dense()
         direct = 2 * np.linalg.norm(w.dense() @ np.linalg.pinv(dense)) ** 2
-        assert mech.expected_error_native(w, eps, policy) == pytest.approx(direct, rel=1e-9)
+        assert mech.expected_error(w, eps, policy=policy) == pytest.approx(direct, rel=1e-9)
     policy = policies.threshold(512, 64)
     tuned = M.TunedOrderedHierarchical()
     rows = tuned.measurements(wl.prefix(512), policy, 2.0)

@@ -179,15 +179,15 @@ def test_expected_errors_are_kept_per_workload():
     # the same workload and policy objects throughout: the caches are keyed by identity
     mech, policy, wider_policy = MECHANISMS["ordered_hierarchical"](), policies.line(16), policies.threshold(16, 4)
     prefixes, cells = wl.prefix(16), wl.identity(16)
-    prefix = mech.expected_error_native(prefixes, 1.0, policy)
-    identity = mech.expected_error_native(cells, 1.0, policy)
-    wider = mech.expected_error_native(prefixes, 1.0, wider_policy)
+    prefix = mech.expected_error(prefixes, 1.0, policy=policy)
+    identity = mech.expected_error(cells, 1.0, policy=policy)
+    wider = mech.expected_error(prefixes, 1.0, policy=wider_policy)
     fresh = MECHANISMS["ordered_hierarchical"]
-    assert prefix == fresh().expected_error_native(prefixes, 1.0, policy)
-    assert identity == fresh().expected_error_native(cells, 1.0, policy)
-    assert wider == fresh().expected_error_native(prefixes, 1.0, wider_policy)
+    assert prefix == fresh().expected_error(prefixes, 1.0, policy=policy)
+    assert identity == fresh().expected_error(cells, 1.0, policy=policy)
+    assert wider == fresh().expected_error(prefixes, 1.0, policy=wider_policy)
     assert len({prefix, identity, wider}) == 3
-    assert mech.expected_error_native(prefixes, 0.5, policy) == pytest.approx(4 * prefix, rel=1e-12)
+    assert mech.expected_error(prefixes, 0.5, policy=policy) == pytest.approx(4 * prefix, rel=1e-12)
 
 
 def test_a_plan_is_solved_once_for_every_instance_and_setting_that_measures_its_rows(monkeypatch):
@@ -202,20 +202,20 @@ def test_a_plan_is_solved_once_for_every_instance_and_setting_that_measures_its_
     monkeypatch.setattr(GeneralStrategy, "lstsq_frobenius_sq", lambda self, w: solved.append(w.name) or exact(self, w))
     monkeypatch.setattr(ordered, "_EXACT_ERRORS", ordered.IdentityCache())
     policy, prefixes = policies.line(64), wl.prefix(64)
-    plain = MECHANISMS["ordered_hierarchical"]().expected_error_native(prefixes, 1.0, policy)
-    tuned = MECHANISMS["ordered_hierarchical_tuned"]().expected_error_native(prefixes, 1.0, policy)
+    plain = MECHANISMS["ordered_hierarchical"]().expected_error(prefixes, 1.0, policy=policy)
+    tuned = MECHANISMS["ordered_hierarchical_tuned"]().expected_error(prefixes, 1.0, policy=policy)
     assert len(solved) == 1 and tuned == plain
     other = wl.prefix(64)  # equal rows, another object: kept by identity, so solved again
-    assert MECHANISMS["ordered_hierarchical"]().expected_error_native(other, 1.0, policy) == plain
+    assert MECHANISMS["ordered_hierarchical"]().expected_error(other, 1.0, policy=policy) == plain
     assert len(solved) == 2
     monkeypatch.setattr(ordered, "_EXACT_ERRORS", ordered.IdentityCache())
-    assert MECHANISMS["ordered_hierarchical"]().expected_error_native(prefixes, 1.0, policy) == plain
+    assert MECHANISMS["ordered_hierarchical"]().expected_error(prefixes, 1.0, policy=policy) == plain
 
 
 def test_nothing_measured_has_no_error():
     # one cell and its count public: nothing to measure
     mech = MECHANISMS["ordered_hierarchical"]()
-    assert mech.expected_error_native(wl.identity(1), 1.0, policies.line(1)) == 0.0
+    assert mech.expected_error(wl.identity(1), 1.0, policy=policies.line(1)) == 0.0
     assert mech.measurements(wl.identity(1), policies.line(1), 1.0) is None
 
 

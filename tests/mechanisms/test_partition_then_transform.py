@@ -318,7 +318,7 @@ def test_each_partition_gets_its_share(monkeypatch, epsilon, split):
                  for n in ("dawa_partition", "matching_partition", "noisy_pairing_partition")}
         mech = ptt.PartitionThenTransform(partition, epsilon_split=split, select=False)
         gen = np.random.default_rng(0)
-        out = mech.compute(wl.identity(k), x, policy, epsilon, gen)
+        out = mech.measure(wl.identity(k), x, epsilon, gen, policy=policy)
         assert all(not c for n, c in calls.items() if n != name)
         (args, kwargs), = calls[name]
         assert args[0] is x and args[-1] is gen
@@ -342,8 +342,7 @@ def test_bucket_totals_are_integer_counts_released_along_the_best_route(monkeypa
     labels = np.array([5, 5, 5, 4, 4, 3, 2, 2, 1, 0, 0, 0])
     _fake_partition(monkeypatch, "dawa_partition", labels)
     routes = _recording_plan_routes(monkeypatch)
-    out = ptt.PartitionThenTransform(epsilon_split=0.5, select=False).compute(wl.identity(k), x, policy, 3.0,
-                                                                               np.random.default_rng(0))
+    out = ptt.PartitionThenTransform(epsilon_split=0.5, select=False).measure(wl.identity(k), x, 3.0, np.random.default_rng(0), policy=policy)
     final = [c for c in routes if c[0][2] == 1.5]
     assert len(final) == 1
     best, chosen = ptt.best_plan(wl.BucketWorkload(wl.identity(k), labels), final[0][0][1])
@@ -353,8 +352,8 @@ def test_bucket_totals_are_integer_counts_released_along_the_best_route(monkeypa
     # with an estimator given it is planned afresh (no route) and used as it is
     routes.clear()
     est = HB()
-    out = ptt.PartitionThenTransform(epsilon_split=0.5, estimator=est, select=False).compute(
-        wl.identity(k), x, policy, 3.0, np.random.default_rng(0))
+    out = ptt.PartitionThenTransform(epsilon_split=0.5, estimator=est, select=False).measure(
+        wl.identity(k), x, 3.0, np.random.default_rng(0), policy=policy)
     final = [c for c in routes if c[0][2] == 1.5]
     assert len(final) == 1 and final[0][0][3] is est and len(final[0][0]) == 4
     assert out.component_totals == {2: int(x.sum())}
@@ -368,13 +367,13 @@ def test_bucket_estimator_is_the_given_one(monkeypatch):
     for estimator in (HB(), Identity()):
         mech = ptt.PartitionThenTransform(epsilon_split=0.5, estimator=estimator, select=False)
         routes = _recording_plan_routes(monkeypatch)
-        mech.compute(wl.identity(k), x, policies.line(k), 1.0, np.random.default_rng(0))
+        mech.measure(wl.identity(k), x, 1.0, np.random.default_rng(0), policy=policies.line(k))
         assert {id(c[0][3]) for c in routes} == {id(estimator)}
     # no partition (prefixes: buckets do not pay) with a given estimator
     mech = ptt.PartitionThenTransform(estimator=HB())
     assert mech.split(wl.prefix(k), policies.line(k)) == 0.0
     routes = _recording_plan_routes(monkeypatch)
-    out = mech.compute(wl.prefix(k), x, policies.line(k), 0.7, np.random.default_rng(0))
+    out = mech.measure(wl.prefix(k), x, 0.7, np.random.default_rng(0), policy=policies.line(k))
     final = [c for c in routes if c[0][2] == 0.7]
     assert final and all(len(c[0]) == 4 and c[0][3] is mech.estimator for c in final)
     assert out.notes == ""
@@ -393,7 +392,7 @@ def test_selection_spends_first_and_steps_keep_their_shares(monkeypatch, epsilon
     mech = ptt.PartitionThenTransform()
     assert mech.select and mech.selects(wl.identity(k), policy)
     gen = np.random.default_rng(1)
-    out = mech.compute(wl.identity(k), x, policy, epsilon, gen)
+    out = mech.measure(wl.identity(k), x, epsilon, gen, policy=policy)
     (data, eps, g, kwargs), = seen
     assert data is x and eps == epsilon and g is gen
     assert kwargs == {"total": int(x.sum()), "record_moves": 2}
@@ -406,7 +405,7 @@ def test_selection_spends_first_and_steps_keep_their_shares(monkeypatch, epsilon
     assert out.notes == "partition_then_transform: features read; the reason"
     # with ⊥ the total is not public
     seen.clear()
-    mech.compute(wl.identity(k), x, policies.unbounded(k), epsilon, gen)
+    mech.measure(wl.identity(k), x, epsilon, gen, policy=policies.unbounded(k))
     assert seen[0][3] == {"total": None, "record_moves": 2}
 
 
@@ -431,7 +430,7 @@ def test_plain_routes_of_the_selection_get_the_rest(monkeypatch, epsilon):
         released.clear()
         mech = ptt.PartitionThenTransform()
         gen = np.random.default_rng(0)
-        assert mech.compute(wl.identity(k), x, policy, epsilon, gen) == "released"
+        assert mech.measure(wl.identity(k), x, epsilon, gen, policy=policy) == "released"
         (w, data, pol, eps, g, estimator, chosen, smooth_flag, notes), = released
         assert data is x and pol is policy and g is gen
         assert eps == pytest.approx(epsilon - spent)
@@ -442,7 +441,7 @@ def test_plain_routes_of_the_selection_get_the_rest(monkeypatch, epsilon):
     # with an estimator given, the plain release runs it along its own best route
     released.clear()
     est = HB()
-    ptt.PartitionThenTransform(estimator=est).compute(wl.identity(k), x, policy, epsilon, np.random.default_rng(0))
+    ptt.PartitionThenTransform(estimator=est).measure(wl.identity(k), x, epsilon, np.random.default_rng(0), policy=policy)
     assert released[0][5] is est and released[0][6] == plan_routes(wl.identity(k), policy, 1.0, HB()).chosen
 
 
@@ -515,7 +514,7 @@ def test_noise_drawn_on_the_buckets_has_the_second_share(monkeypatch, epsilon):
     _fake_partition(monkeypatch, "dawa_partition", np.arange(k))
     x = np.full(k, 50)
     mech = ptt.PartitionThenTransform(epsilon_split=share, estimator=Identity(), select=False)
-    out = mech.compute(wl.identity(k), x, policies.unbounded(k), epsilon, np.random.default_rng(11))
+    out = mech.measure(wl.identity(k), x, epsilon, np.random.default_rng(11), policy=policies.unbounded(k))
     scale = 1.0 / ((1 - share) * epsilon)
     assert out.noise_scale == pytest.approx(scale) and out.sensitivity == 1.0
     assert abs(np.mean(np.abs(out.answers - x)) - scale) < 5 * scale / np.sqrt(k)
@@ -533,7 +532,7 @@ def test_plain_plan_is_kept_per_workload_and_policy(monkeypatch):
     histogram, line = wl.identity(k), policies.line(k)  # the same objects in several pairs
     pairs = [(histogram, line), (histogram, policies.unbounded(k)), (wl.prefix(k), line), (histogram, line)]
     for workload, policy in pairs:
-        mech.compute(workload, x, policy, 1.0, np.random.default_rng(0))
+        mech.measure(workload, x, 1.0, np.random.default_rng(0), policy=policy)
     for (workload, policy), args in zip(pairs, released):
         best = best_plan_under(workload, policy)
         assert args[5].name == best[0].name and args[6] == best[1]
