@@ -8,7 +8,6 @@ adaptive) use :mod:`blowfish_te.routes`, which sits below this package."""
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
 
 from .._lazy import lazy_names
 from .base import (
@@ -22,33 +21,44 @@ from .base import (
     mechanism_class,
 )
 
-#: The modules of this package that define the library's mechanisms and helpers, by the names
-#: they export: imported on first use, so a release loads only what it runs.
-_EXPORTS = {
-    "blowfish_te.mechanisms.laplace": ("DirectLaplace", "Identity"),
-    "blowfish_te.mechanisms.hierarchical": ("H2", "HB", "GreedyH", "Privelet", "QuadTree", "qardaji_branching",
-                                            "qardaji_branching_2d"),
-    "blowfish_te.mechanisms.matrix": ("MatrixMechanism", "NonNegative"),
-    "blowfish_te.mechanisms.optimized": ("Optimized",),
-    "blowfish_te.mechanisms.marginal": ("MarginalMechanism", "WorkloadMarginals", "OptimizedMarginals"),
-    "blowfish_te.mechanisms.auto": ("Auto",),
-    "blowfish_te.mechanisms.uniform": ("Uniform",),
-    "blowfish_te.mechanisms.ordered": ("Ordered", "OrderedHierarchical", "TunedOrderedHierarchical"),
-    "blowfish_te.mechanisms.datadependent": ("AHP", "DAWA", "MWEM"),
-    "blowfish_te.mechanisms.spatial": ("AGrid", "UGrid", "hilbert_order"),
-    "blowfish_te.mechanisms.privtree": ("PrivTree",),
-    "blowfish_te.mechanisms.partition_then_transform": ("PartitionThenTransform",),
-    "blowfish_te.mechanisms.adaptive": ("Adaptive",),
+#: Every library mechanism: its registered name → ``"module:Class"`` (a module of this package).
+#: The lazy exports, the registry's loader and ``__all__`` are generated from it and from
+#: :data:`_OTHER_EXPORTS`; type checkers read ``__init__.pyi`` (a test keeps the stub in step).
+LIBRARY = {
+    "identity": "laplace:Identity", "laplace": "laplace:DirectLaplace",
+    "h2": "hierarchical:H2", "hb": "hierarchical:HB", "greedyh": "hierarchical:GreedyH",
+    "privelet": "hierarchical:Privelet", "quadtree": "hierarchical:QuadTree",
+    "optimized": "optimized:Optimized", "auto": "auto:Auto",
+    "marginals": "marginal:WorkloadMarginals", "marginals_optimized": "marginal:OptimizedMarginals",
+    "uniform": "uniform:Uniform",
+    "ordered": "ordered:Ordered", "ordered_hierarchical": "ordered:OrderedHierarchical",
+    "ordered_hierarchical_tuned": "ordered:TunedOrderedHierarchical",
+    "dawa": "datadependent:DAWA", "mwem": "datadependent:MWEM", "ahp": "datadependent:AHP",
+    "ugrid": "spatial:UGrid", "agrid": "spatial:AGrid", "privtree": "privtree:PrivTree",
+    "partition_then_transform": "partition_then_transform:PartitionThenTransform", "adaptive": "adaptive:Adaptive",
 }
-#: The registered name of every library mechanism, and the module that defines it.
-_NAMES = {
-    "identity": "laplace", "laplace": "laplace", "h2": "hierarchical", "hb": "hierarchical", "quadtree": "hierarchical",
-    "greedyh": "hierarchical", "privelet": "hierarchical", "optimized": "optimized", "auto": "auto",
-    "marginals": "marginal", "marginals_optimized": "marginal",
-    "uniform": "uniform", "ordered": "ordered", "ordered_hierarchical": "ordered", "ordered_hierarchical_tuned": "ordered",
-    "dawa": "datadependent", "mwem": "datadependent", "ahp": "datadependent", "ugrid": "spatial", "agrid": "spatial",
-    "privtree": "privtree", "partition_then_transform": "partition_then_transform", "adaptive": "adaptive",
+#: The package's other public names (bases and helpers of the mechanisms' modules), by module.
+_OTHER_EXPORTS = {
+    "hierarchical": ("qardaji_branching", "qardaji_branching_2d"),
+    "matrix": ("MatrixMechanism", "NonNegative"),
+    "marginal": ("MarginalMechanism",),
+    "spatial": ("hilbert_order",),
 }
+
+
+def _exports() -> dict[str, tuple[str, ...]]:
+    """Module → the public names it defines, read off :data:`LIBRARY` and :data:`_OTHER_EXPORTS`."""
+    pairs = [entry.split(":") for entry in LIBRARY.values()]
+    pairs += [(module, name) for module, names in _OTHER_EXPORTS.items() for name in names]
+    out: dict[str, tuple[str, ...]] = {}
+    for module, name in pairs:
+        out[f"blowfish_te.mechanisms.{module}"] = out.get(f"blowfish_te.mechanisms.{module}", ()) + (name,)
+    return out
+
+
+_EXPORTS = _exports()
+#: The module that defines each registered library mechanism.
+_NAMES = {name: entry.split(":")[0] for name, entry in LIBRARY.items()}
 
 
 def _load_library(name: str | None = None) -> None:
@@ -66,57 +76,5 @@ _load_library("identity")  # the default mechanism (and the Laplace mechanism) l
 
 __getattr__, __dir__, _WHERE = lazy_names(__name__, _EXPORTS, globals())
 
-__all__ = [
-    "Mechanism",
-    "LinearMechanism",
-    "NativeMechanism",
-    "MECHANISMS",
-    "ENTRY_POINT_GROUP",
-    "get_mechanism",
-    "mechanism_class",
-    "load_plugins",
-    "DirectLaplace",
-    "Identity",
-    "H2",
-    "HB",
-    "GreedyH",
-    "Privelet",
-    "QuadTree",
-    "qardaji_branching",
-    "qardaji_branching_2d",
-    "MatrixMechanism",
-    "NonNegative",
-    "Optimized",
-    "MarginalMechanism",
-    "WorkloadMarginals",
-    "OptimizedMarginals",
-    "Auto",
-    "Uniform",
-    "Ordered",
-    "OrderedHierarchical",
-    "TunedOrderedHierarchical",
-    "AHP",
-    "DAWA",
-    "MWEM",
-    "AGrid",
-    "UGrid",
-    "hilbert_order",
-    "PrivTree",
-    "PartitionThenTransform",
-    "Adaptive",
-]
-
-if TYPE_CHECKING:
-    from .adaptive import Adaptive
-    from .auto import Auto
-    from .datadependent import AHP, DAWA, MWEM
-    from .hierarchical import H2, HB, GreedyH, Privelet, QuadTree, qardaji_branching, qardaji_branching_2d
-    from .laplace import DirectLaplace, Identity
-    from .marginal import MarginalMechanism, OptimizedMarginals, WorkloadMarginals
-    from .matrix import MatrixMechanism, NonNegative
-    from .optimized import Optimized
-    from .ordered import Ordered, OrderedHierarchical, TunedOrderedHierarchical
-    from .partition_then_transform import PartitionThenTransform
-    from .privtree import PrivTree
-    from .spatial import AGrid, UGrid, hilbert_order
-    from .uniform import Uniform
+__all__ = ["Mechanism", "LinearMechanism", "NativeMechanism", "MECHANISMS", "ENTRY_POINT_GROUP", "LIBRARY", "get_mechanism",
+           "mechanism_class", "load_plugins", *(name for names in _EXPORTS.values() for name in names)]

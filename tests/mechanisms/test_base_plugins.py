@@ -170,3 +170,24 @@ def test_every_library_mechanism_is_found_by_name_in_a_fresh_process():
               "print(all(mechanism_class(n).name == n for n in sys.argv[1:]))")
     done = subprocess.run([sys.executable, "-c", script, *names], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_one_table_generates_the_exports_the_registry_names_and_the_stub():
+    """LIBRARY (name → module:Class) is where a library mechanism is added: each entry is the
+    class registered under that name, the package exports it lazily and lists it in __all__, and
+    the type stub imports exactly the package's public names."""
+    import ast
+    import importlib
+    import pathlib
+
+    from blowfish_te import mechanisms
+
+    for name, entry in mechanisms.LIBRARY.items():
+        module, cls = entry.split(":")
+        assert mechanisms.mechanism_class(name) is getattr(importlib.import_module(f"blowfish_te.mechanisms.{module}"), cls)
+        assert cls in mechanisms.__all__ and getattr(mechanisms, cls) is mechanisms.mechanism_class(name)
+    stub = ast.parse((pathlib.Path(mechanisms.__file__).with_suffix(".pyi")).read_text())
+    imported = {alias.asname for node in stub.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    declared = {node.target.id for node in stub.body if isinstance(node, ast.AnnAssign)}
+    assert imported | declared == set(mechanisms.__all__)
+    assert len(mechanisms.__all__) == len(set(mechanisms.__all__))
