@@ -16,6 +16,7 @@ from .auto import Auto
 from .base import Mechanism, NativeMechanism
 from .datadependent import DAWA, SMOOTHING_COST
 from .partition_then_transform import PartitionThenTransform, plain_release, public_total
+from .partitioner import Partitioner
 from .plain import aggregation_gain, best_plan_under, workload_class
 from .privtree import PrivTree
 from .spatial import AGrid
@@ -95,12 +96,13 @@ class Adaptive(NativeMechanism):
     def measure(self, workload, x, epsilon, gen, policy=None) -> Outcome:
         policy = self.needs_policy(policy)
         dependents = self.candidates(workload, policy)[0]
-        first, on_cells = dependents[0], self._on_cells(policy)
-        if not (on_cells or first.split(workload, policy) > 0):
+        first: Partitioner = dependents[0]
+        on_cells = self._on_cells(policy)
+        if not (on_cells or first.partition_share(workload, policy) > 0):
             notes = f"{self.name}: {first.name} would not partition {workload.name} under {policy.name}, so it is the plain release"
             return self._plain(workload, x, policy, epsilon, gen, False, notes)
-        order = first.layout(policy.shape) if on_cells else np.arange(x.size)
-        features = measure(x[order], epsilon, gen, total=public_total(policy, x), record_moves=1 if on_cells else 2)
+        features = measure(x[first.layout(policy.shape)], epsilon, gen, total=public_total(policy, x),
+                           record_moves=1 if on_cells else 2)
         if len(dependents) > 1:
             decision = choose(features, {m.name: m.model(workload, calibrated=True) for m in dependents},
                               {m.name: m.model(workload) for m in dependents})
@@ -108,20 +110,14 @@ class Adaptive(NativeMechanism):
             decision = decide(features, first.model(workload))
         notes = f"{self.name}: {features.describe()}; {decision.reason}"
         if decision.route == "plain":
-            smoothed = features.cost < SMOOTHING_COST and (on_cells or first.smooths(workload))
+            smoothed = features.cost < SMOOTHING_COST and first.smooths(workload)
             return self._plain(workload, x, policy, epsilon - decision.spent, gen, smoothed, notes)
         rest = epsilon - decision.spent  # the candidate's steps keep their shares of the rest
         chosen = next((m for m in dependents if m.name == decision.route), first)
         if chosen is not first:  # a grid mechanism on x itself, without its own check, at the rest
             answers = chosen.run(workload, x, rest, gen)
             return Outcome(np.asarray(answers, dtype=np.float64), notes=f"{notes}; ran {chosen.name}")
-        if on_cells:  # DAWA on x itself
-            ratio = first.split(workload)[0]
-            answers = first.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen,
-                                        scale=first.pricing_scale(workload, decision))
-            return Outcome(np.asarray(answers, dtype=np.float64), notes=f"{notes}; ran {first.name}")
-        inner = first.partitioned(workload, x, policy, rest, first.split(workload, policy) * rest, gen, notes,
-                                  scale=features.scale if first.smooths(workload) else None)
+        inner = first.release_partitioned(workload, x, rest, gen, policy, decision, notes)
         return replace(inner, notes=f"{notes}; ran {first.name}")
 
     def _plain(self, workload: Workload, x: np.ndarray, policy: Policy, rest: float, gen, smoothed: bool, notes: str):

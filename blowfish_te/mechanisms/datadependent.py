@@ -93,7 +93,7 @@ class DAWA(Mechanism):
                  order: str = "hilbert", select: bool = True, partition: str | None = None):
         self.ratio = None if ratio is None else _share(ratio, "ratio")
         self.penalty = None if penalty is None else check_real(penalty, "penalty", minimum=0, exclusive=True)
-        if estimator is not None and not isinstance(estimator, LinearMechanism):
+        if estimator is not None and not (isinstance(estimator, Mechanism) and estimator.tags.linear):
             raise TypeError(f"estimator must be a LinearMechanism or None, got {type(estimator).__name__}")
         self.estimator = estimator
         if order not in ORDERS:
@@ -157,6 +157,24 @@ class DAWA(Mechanism):
             rest = epsilon - decision.spent  # both steps keep their shares of the rest
             answers = self.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen, scale=self.pricing_scale(workload, decision))
         return Outcome(np.asarray(answers, dtype=np.float64))
+
+    def partition_share(self, workload: Workload, policy: Policy) -> float:
+        """The partition's share of ε (the :class:`~blowfish_te.mechanisms.partitioner.Partitioner`
+        protocol): ``ratio`` of :meth:`split`."""
+        return self.split(workload)[0]
+
+    def smooths(self, workload: Workload) -> bool:
+        """DAWA's plain release smooths its Laplace counts when its check's cost says so."""
+        return True
+
+    def release_partitioned(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource, policy: Policy,
+                            decision: Decision, notes: str) -> Outcome:
+        """The partition branch at ``epsilon`` (both steps keep their shares), its buckets priced
+        by the decision's noisy N·ε/K (:meth:`pricing_scale`)."""
+        ratio = self.split(workload)[0]
+        answers = self.partitioned(workload, x, ratio * epsilon, (1 - ratio) * epsilon, gen,
+                                   scale=self.pricing_scale(workload, decision))
+        return Outcome(np.asarray(answers, dtype=np.float64), notes=notes)
 
     def pricing_scale(self, workload: Workload, decision: Decision) -> float | None:
         """The noisy N·ε/K that prices the buckets (:func:`~blowfish_te.partitions.price_factor`):

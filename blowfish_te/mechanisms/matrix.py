@@ -6,7 +6,7 @@ import numpy as np
 
 from ..strategies import GeneralStrategy, LeastSquares
 from ..workloads import Workload, as_workload
-from .base import LinearMechanism
+from .base import LinearMechanism, Mechanism
 
 
 class MatrixMechanism(LinearMechanism, register=False):
@@ -47,7 +47,7 @@ class NonNegative(LinearMechanism):
     """
 
     def __init__(self, mechanism: LinearMechanism):
-        if not isinstance(mechanism, LinearMechanism):
+        if not (isinstance(mechanism, Mechanism) and mechanism.tags.linear):
             raise TypeError(f"NonNegative wraps a LinearMechanism, got {type(mechanism).__name__}")
         self.mechanism = mechanism
         self.name = f"nonnegative({mechanism.name})"

@@ -19,7 +19,7 @@ from ..partitions import (
 )
 from ..policies import Policy
 from ..routes import Outcome, plan_routes
-from ..selection import ErrorModel, decide, error_model, measure
+from ..selection import Decision, ErrorModel, decide, error_model, measure
 from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
 from ..workloads import BucketWorkload, Workload, evenly_spaced_queries, identity
 from .base import LinearMechanism, Mechanism, NativeMechanism, get_mechanism
@@ -88,7 +88,7 @@ class PartitionThenTransform(NativeMechanism):
             raise ValueError(f"partition must be one of {PARTITIONS}, got {partition!r}")
         self.partition = partition
         self.epsilon_split = None if epsilon_split is None else check_real(epsilon_split, "epsilon_split", 0, 1, exclusive=True)
-        if estimator is not None and not isinstance(estimator, LinearMechanism):
+        if estimator is not None and not (isinstance(estimator, Mechanism) and estimator.tags.linear):
             raise TypeError(f"estimator must be a LinearMechanism or None, got {type(estimator).__name__}")
         self.estimator = estimator
         if not isinstance(select, (bool, np.bool_)):
@@ -124,11 +124,27 @@ class PartitionThenTransform(NativeMechanism):
     def _gain(self, workload: Workload) -> float:
         return self._cache("aggregation gain").get(workload, lambda: aggregation_gain(workload))
 
-    def model(self, workload: Workload) -> ErrorModel:
+    def model(self, workload: Workload, calibrated: bool = False) -> ErrorModel:
         """Partition-then-transform's fitted error model: the one of histograms over a line (fitted
         under the line policy; the partition reads the cells in their flat order on any domain,
         and only histogram-like workloads are partitioned by the default split)."""
-        return error_model(self.name, 1, "cells")
+        return error_model(self.name, 1, "cells", calibrated=calibrated)
+
+    def layout(self, domain: tuple[int, ...]) -> np.ndarray:
+        """The cells in their flat order: the partition reads them so on any domain."""
+        return np.arange(int(np.prod(domain)))
+
+    def partition_share(self, workload: Workload, policy: Policy) -> float:
+        """The partition's share of ε (the :class:`~blowfish_te.mechanisms.partitioner.Partitioner`
+        protocol): :meth:`split`."""
+        return self.split(workload, policy)
+
+    def release_partitioned(self, workload: Workload, x: np.ndarray, epsilon: float, gen, policy: Policy,
+                            decision: Decision, notes: str) -> Outcome:
+        """The partition branch at ``epsilon``, its DAWA buckets priced by the decision's noisy
+        N·ε/K for histogram-like workloads."""
+        scale = decision.features.scale if self.smooths(workload) else None
+        return self.partitioned(workload, x, policy, epsilon, self.split(workload, policy) * epsilon, gen, notes, scale=scale)
 
     def serves(self, workload: Workload, policy: Policy) -> bool:
         """A given estimator must serve the policy itself (the bucket policy of a coarse partition

@@ -181,7 +181,7 @@ class PrivTree(Mechanism):
     def __init__(self, tree_share: float = 0.5, threshold: float = 0.0, select: bool = True,
                  estimator: LinearMechanism | None = None):
         self.tree_share = check_real(tree_share, "tree_share", 0, 1, exclusive=True)
-        if estimator is not None and not isinstance(estimator, LinearMechanism):
+        if estimator is not None and not (isinstance(estimator, Mechanism) and estimator.tags.linear):
             raise TypeError(f"estimator must be a LinearMechanism or None, got {type(estimator).__name__}")
         self.estimator = estimator
         self.threshold = check_real(threshold, "threshold")
