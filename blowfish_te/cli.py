@@ -199,6 +199,10 @@ def _check_output(output: pathlib.Path | None) -> None:
         raise ValueError(f"--output {output}: the file or its folder is not writable or does not exist (checked before any noise is drawn)")
 
 
+#: The mechanisms whose optimiser time --planning-seconds sets (their ``budget``).
+PLANNERS = ("auto", "adaptive")
+
+
 @main.command()
 @click.argument("data")
 @click.option("--policy", "policy_spec", default="line", show_default=True, help=policies.spec_help() + ".")
@@ -246,8 +250,14 @@ def _check_output(output: pathlib.Path | None) -> None:
 @click.option("--dataset", "dataset_name", help="The dataset's name in the ledger (default: DATA's absolute path).")
 @click.option("--quiet", is_flag=True,
               help="No plan summary and no progress on standard error (record counts and notes are still written).")
+@click.option("--planning-seconds", type=click.FloatRange(min=0),
+              help="With --mechanism auto or adaptive: the seconds their optimiser may be predicted to take (a cost model "
+                   "of sizes; default 10). The plan says what each candidate is predicted to take; with --plan and a "
+                   "larger value a new workload is planned ahead, its strategy kept in the strategy cache "
+                   "($BLOWFISH_TE_CACHE_DIR), where later runs read it.")
 def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, ranges_in, workload_seed, tree, columns, lower,
-        upper, width, levels, bins, outside, engine, seed, output, fmt, plan_only, ledger, total, dataset_name, quiet):
+        upper, width, levels, bins, outside, engine, seed, output, fmt, plan_only, ledger, total, dataset_name, quiet,
+        planning_seconds):
     """Answer a workload on DATA (a .npy/.csv histogram, or records with --column) privately.
 
     Records are a CSV, Parquet or Arrow file, a glob ('big_*.csv') or a folder of them, with a
@@ -279,6 +289,12 @@ def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, range
         raise click.UsageError("--plan charges nothing: leave out --ledger, --budget and --dataset")
     if (total or dataset_name) and not ledger:
         raise click.UsageError("--budget and --dataset name the dataset in a --ledger: give --ledger too")
+    if planning_seconds is not None:
+        if mechanism not in PLANNERS:
+            raise click.UsageError(f"--planning-seconds sets the optimiser time of {' or '.join(PLANNERS)}, not of {mechanism}")
+        from .mechanisms import mechanism_class
+
+        mechanism = mechanism_class(mechanism)(budget=planning_seconds)
     try:
         _check_output(output)
         domain = None

@@ -1,5 +1,6 @@
 import csv
 import io
+import json
 import re
 import subprocess
 import sys
@@ -279,3 +280,24 @@ def test_run_help_lists_every_policy_and_workload_spec_of_the_tables():
         policies.PolicySpec.parse(form.replace("θ", "4"))
     for form in workloads.SPEC_FORMS:
         workloads.from_spec(form.replace(":M", ":5").replace(":k", ":1"), (8,) if "rects" not in form else (4, 4))
+
+
+def test_planning_seconds_sets_the_optimisers_time_and_plans_a_new_workload_ahead(tmp_path, monkeypatch):
+    """--planning-seconds is auto's (and adaptive's) optimiser budget: at 0 the plan says the
+    optimised strategy was skipped and what it was predicted to take; with room for it, --plan
+    plans it and keeps it, so a later run with the default budget finds it stored (0 s). Any
+    other mechanism refuses the option."""
+    monkeypatch.setenv("BLOWFISH_TE_CACHE_DIR", str(tmp_path / "cache"))
+    hist = tmp_path / "h.npy"
+    np.save(hist, np.arange(64) % 5)
+    args = ["run", str(hist), "--policy", "unbounded", "--epsilon", "1", "--workload", "random_ranges:40",
+            "--workload-seed", "3", "--plan", "--format", "json"]
+    skipped = CliRunner().invoke(main, args + ["--planning-seconds", "0"])
+    assert skipped.exit_code == 0, skipped.output
+    assert re.search(r"optimized skipped \(predicted [0-9.e-]+ s > budget 0 s\)", json.loads(skipped.output)["reason"])
+    ahead = CliRunner().invoke(main, args + ["--planning-seconds", "60"])
+    assert ahead.exit_code == 0 and "optimized considered" in json.loads(ahead.output)["reason"]
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and "optimized considered (predicted 0 s" in json.loads(again.output)["reason"]
+    refused = CliRunner().invoke(main, args + ["--mechanism", "hb", "--planning-seconds", "5"])
+    assert refused.exit_code == 2 and "--planning-seconds sets the optimiser time of auto or adaptive, not of hb" in refused.output
