@@ -46,10 +46,12 @@ arguments are validated before charging, so malformed calls cost nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import check_epsilon, check_histogram
 from .constraints import MOVES, Constraints, critical_queries
@@ -58,6 +60,10 @@ from .noise import RNGLike, check_rng
 from .policies import Policy, check_policy
 from .release import make_plan
 from .routes import Release
+
+if TYPE_CHECKING:
+    from .mechanisms import Mechanism
+    from .workloads import Workload
 
 __all__ = ["BudgetAccountant", "BudgetExceededError", "ParallelGroup", "Spend"]
 
@@ -171,8 +177,8 @@ class BudgetAccountant:
         return self.remaining
 
     def answer(
-        self, workload, x, epsilon: float, mechanism=None, rng: RNGLike = None, route: str = "auto",
-        tree=None, label: str | None = None,
+        self, workload: Workload | ArrayLike, x: ArrayLike, epsilon: float, mechanism: str | Mechanism | None = None,
+        rng: RNGLike = None, route: str = "auto", tree: Policy | str | None = None, label: str | None = None,
     ) -> Release:
         """:func:`blowfish_te.answer` under the accountant's policy, charged ε first.
 
@@ -192,7 +198,7 @@ class BudgetAccountant:
         counts, gen = the_plan.check(x), check_rng(rng)
         return lambda: the_plan.release_checked(counts, gen)
 
-    def parallel(self, parts, label: str | None = None) -> ParallelGroup:
+    def parallel(self, parts: Mapping[Hashable, Iterable[Hashable]] | Iterable[Iterable[Hashable]], label: str | None = None) -> ParallelGroup:
         """A group of releases on disjoint sets of records (He et al. Thm 4.2), charged the largest
         total ε of any one part rather than the sum.
 
@@ -235,7 +241,7 @@ class ParallelGroup:
         """What the group costs the accountant: the largest part's total ε."""
         return max((math.fsum(v) for v in self._spent.values()), default=0.0)
 
-    def spent_on(self, part) -> float:
+    def spent_on(self, part: Hashable) -> float:
         """Total ε spent on one part."""
         return math.fsum(self._spent[self._part(part)])
 
@@ -252,7 +258,7 @@ class ParallelGroup:
             raise ValueError(f"part must be one of the group's parts {list(self.parts)}, got {part!r}")
         return part
 
-    def spend(self, part, epsilon: float, label: str | None = None) -> float:
+    def spend(self, part: Hashable, epsilon: float, label: str | None = None) -> float:
         """Charge ε for a release on the records of ``part`` only, vouched (ε, policy)-Blowfish;
         the accountant pays only if the group's largest part grows. Returns its remaining budget."""
         part = self._part(part)
@@ -267,8 +273,9 @@ class ParallelGroup:
         return acct.remaining
 
     def answer(
-        self, part, workload, x, epsilon: float, mechanism=None, rng: RNGLike = None, route: str = "auto",
-        tree=None, label: str | None = None,
+        self, part: Hashable, workload: Workload | ArrayLike, x: ArrayLike, epsilon: float,
+        mechanism: str | Mechanism | None = None, rng: RNGLike = None, route: str = "auto",
+        tree: Policy | str | None = None, label: str | None = None,
     ) -> Release:
         """:func:`blowfish_te.answer` on ``x`` = the histogram of the records of ``part`` only.
 

@@ -255,9 +255,11 @@ PLANNERS = ("auto", "adaptive")
                    "of sizes; default 10). The plan says what each candidate is predicted to take; with --plan and a "
                    "larger value a new workload is planned ahead, its strategy kept in the strategy cache "
                    "($BLOWFISH_TE_CACHE_DIR), where later runs read it.")
-def run(data, policy_spec, epsilon, mechanism, workload_spec, ranges_file, ranges_in, workload_seed, tree, columns, lower,
-        upper, width, levels, bins, outside, engine, seed, output, fmt, plan_only, ledger, total, dataset_name, quiet,
-        planning_seconds):
+def run(data: str, policy_spec: str, epsilon: float, mechanism: str, workload_spec: str, ranges_file: str | None, ranges_in: str,
+        workload_seed: int, tree: str | None, columns: tuple[str, ...], lower: tuple[int, ...], upper: tuple[int, ...],
+        width: tuple[int, ...], levels: tuple[str, ...], bins: tuple[str, ...], outside: str, engine: str, seed: int | None,
+        output: pathlib.Path | None, fmt: str | None, plan_only: bool, ledger: pathlib.Path | None, total: float | None,
+        dataset_name: str | None, quiet: bool, planning_seconds: float | None) -> None:
     """Answer a workload on DATA (a .npy/.csv histogram, or records with --column) privately.
 
     Records are a CSV, Parquet or Arrow file, a glob ('big_*.csv') or a folder of them, with a
@@ -393,7 +395,8 @@ def _write_plan(the_plan, fmt: str, output: pathlib.Path | None) -> None:
 @click.option("--fresh", is_flag=True, help="Discard earlier results in the folder instead of resuming.")
 @click.option("--plot/--no-plot", default=True, show_default=True, help="Draw the figures (needs matplotlib).")
 @click.option("--quiet", is_flag=True, help="No progress on standard error.")
-def bench(suite, data_dir, out_dir, jobs, scheduler, tiny, fresh, plot, quiet):
+def bench(suite: str, data_dir: str | None, out_dir: pathlib.Path | None, jobs: int, scheduler: str | None, tiny: bool, fresh: bool,
+          plot: bool, quiet: bool) -> None:
     """Run an experiment suite: a TOML file, or a name from the top-level workloads/ folder.
 
     Exits with status 1 when any cell failed, after writing the results and a one-line account of
@@ -435,7 +438,7 @@ def bench(suite, data_dir, out_dir, jobs, scheduler, tiny, fresh, plot, quiet):
 @click.option("--budget", "total", type=click.FloatRange(min=0, min_open=True),
               help="Change --dataset's total ε (never below what it has spent).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def ledger_command(file, dataset_name, total, fmt):
+def ledger_command(file: pathlib.Path, dataset_name: str | None, total: float | None, fmt: str) -> None:
     """List a ledger of releases: every dataset's policy, budget, spent and remaining ε, and every
     charge (time, ε, mechanism, workload, status: released, reserved, failed or refunded)."""
     from .ledger import Ledger
@@ -468,7 +471,7 @@ def ledger_command(file, dataset_name, total, fmt):
 @click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=pathlib.Path))
 @click.option("--metric", type=click.Choice(["mse", "scaled_l2", "objective_ratio"]), default="mse", show_default=True,
               help="What to draw; objective_ratio for kmeans suites.")
-def plot(results, metric):
+def plot(results: pathlib.Path, metric: str) -> None:
     """Draw error-vs-ε and error-vs-θ figures (PNG and SVG) for a results folder."""
     try:
         from .evaluation.plots import plot_results
@@ -489,7 +492,7 @@ def _keys(text: str) -> tuple[str, ...]:
 @click.option("--rows", default="mechanism,policy", show_default=True, help="Comma-separated summary columns, one line per key.")
 @click.option("--columns", default="epsilon", show_default=True, help="Comma-separated summary columns, one column per key.")
 @click.option("--where", multiple=True, metavar="KEY=VALUE", help="Keep configurations with this value (repeatable).")
-def table(results, value, rows, columns, where):
+def table(results: pathlib.Path, value: str, rows: str, columns: str, where: tuple[str, ...]) -> None:
     """Print a markdown pivot of a results folder: means over everything not in rows or columns."""
     try:
         from .evaluation.runner import read_rows
@@ -511,7 +514,7 @@ def table(results, value, rows, columns, where):
 
 @main.command("datasets")
 @click.option("--data-dir", type=click.Path(file_okay=False), help=f"DPBench folder (default ${datasets.DATA_DIR_ENV}).")
-def list_datasets(data_dir):
+def list_datasets(data_dir: str | None) -> None:
     """List the datasets by name with their native shapes."""
     try:
         names = datasets.available(data_dir)
@@ -530,7 +533,7 @@ def list_datasets(data_dir):
               help="Folder to write to (default: the user's strategy cache, $BLOWFISH_TE_CACHE_DIR).")
 @click.option("--only", "names", multiple=True, help="A standard workload by name (repeatable; default all).")
 @click.option("--list", "list_only", is_flag=True, help="List the standard workloads and where each is stored; build nothing.")
-def strategies(out_dir, names, list_only):
+def strategies(out_dir: pathlib.Path | None, names: tuple[str, ...], list_only: bool) -> None:
     """Optimise the standard workloads' strategies once (histograms, prefixes and all ranges over
     2^8..2^12 cells, DPBench's rectangles over 64x64, 128x128 and 256x256; up to ~100 s each) and plan `auto` for
     each under unbounded DP and line (1-D) or grid:1 (2-D), so that `optimized` and `auto` use
@@ -591,7 +594,8 @@ def _shape(text: str) -> tuple[int, ...]:
               help="Also draw the errors against ε and θ to this PNG or SVG file (needs matplotlib).")
 @click.option("--apart", default=1, show_default=True, type=click.IntRange(min=1),
               help="The equal-protection table gives values this many cells apart the same bound under every policy.")
-def explore(shape_text, workload_spec, workload_seed, policy_specs, epsilons, mechanism, plot_path, apart):
+def explore(shape_text: str, workload_spec: str, workload_seed: int, policy_specs: tuple[str, ...], epsilons: tuple[float, ...],
+            mechanism: str, plot_path: pathlib.Path | None, apart: int) -> None:
     """Compare candidate policies before spending any budget: what each protects and what it costs.
 
     Prints, for every policy, the bound e^(ε·d) on telling apart pairs of values d policy hops apart

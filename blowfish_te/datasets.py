@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import check_histogram, check_int, check_shape
 from .noise import RNGLike, check_rng
+
+if TYPE_CHECKING:
+    from .io import Grid
 
 __all__ = ["BUILTIN", "CENSUS_6D", "CENSUS_ATTRIBUTES", "DATA_DIR_ENV", "available", "census_domain", "census_histogram",
            "census_records", "coarsen", "data_dir",
@@ -20,7 +26,7 @@ __all__ = ["BUILTIN", "CENSUS_6D", "CENSUS_ATTRIBUTES", "DATA_DIR_ENV", "availab
 DATA_DIR_ENV = "BLOWFISH_TE_DATA"
 
 
-def data_dir(path=None) -> pathlib.Path:
+def data_dir(path: str | pathlib.Path | None = None) -> pathlib.Path:
     """The DPBench directory: ``path`` if given, else ``$BLOWFISH_TE_DATA``; it must exist."""
     chosen = path if path is not None else os.environ.get(DATA_DIR_ENV)
     if chosen is None:
@@ -31,7 +37,7 @@ def data_dir(path=None) -> pathlib.Path:
     return folder
 
 
-def load(name: str, data_dir_path=None) -> np.ndarray:
+def load(name: str, data_dir_path: str | pathlib.Path | None = None) -> np.ndarray:
     """A histogram by name: a built-in one (:data:`BUILTIN`, no data directory needed) or a DPBench
     histogram from the data directory (e.g. ``"HEPTH"`` from ``1D/``, ``"GOWALLA"`` from ``2D/``)."""
     if not isinstance(name, str):
@@ -49,7 +55,7 @@ def load(name: str, data_dir_path=None) -> np.ndarray:
     return check_histogram(counts, counts.shape, name=name).reshape(counts.shape)
 
 
-def available(data_dir_path=None) -> dict[str, tuple[int, ...]]:
+def available(data_dir_path: str | pathlib.Path | None = None) -> dict[str, tuple[int, ...]]:
     """Every loadable dataset name with its native shape: the built-in ones, then those of the data
     directory when one is given or set."""
     names = {name: make().shape for name, make in BUILTIN.items()}
@@ -59,7 +65,7 @@ def available(data_dir_path=None) -> dict[str, tuple[int, ...]]:
     return names
 
 
-def coarsen(x, domain) -> np.ndarray:
+def coarsen(x: ArrayLike, domain: int | Sequence[int]) -> np.ndarray:
     """Sum adjacent cells of ``x`` down to ``domain`` (each axis of ``x`` a multiple of ``domain``'s),
     DPBench's reduction from the native domain: ``x.reshape(d, -1).sum(1)`` per axis."""
     x = np.asarray(x)
@@ -70,7 +76,7 @@ def coarsen(x, domain) -> np.ndarray:
     return x.reshape(blocks).sum(axis=tuple(range(1, 2 * x.ndim, 2)))
 
 
-def dpbench_sample(x, scale: int, domain=None, rng: RNGLike = 0) -> np.ndarray:
+def dpbench_sample(x: ArrayLike, scale: int, domain: int | Sequence[int] | None = None, rng: RNGLike = 0) -> np.ndarray:
     """DPBench's data generator (Hay et al. 2016): ``scale`` records drawn i.i.d. from the
     shape p = x / ‖x‖₁ at the native domain, then adjacent cells summed down to ``domain``."""
     x = check_histogram(x, np.shape(x), name="x").reshape(np.shape(x))
@@ -99,7 +105,7 @@ def synthetic(k: int = 100, n: int = 10_000, rng: RNGLike = 0) -> np.ndarray:
     return check_rng(rng).multinomial(n, p / p.sum()).astype(np.int64)
 
 
-def synthetic_2d(shape=(64, 64), n: int = 100_000, rng: RNGLike = 0) -> np.ndarray:
+def synthetic_2d(shape: Sequence[int] = (64, 64), n: int = 100_000, rng: RNGLike = 0) -> np.ndarray:
     """A clustered 2-D histogram of ``n`` records (three Gaussian blobs over a 5% uniform floor), as
     locations on a map would be; the same ``rng`` seed gives the same histogram."""
     rows, cols = check_shape(shape, "shape")
@@ -111,7 +117,7 @@ def synthetic_2d(shape=(64, 64), n: int = 100_000, rng: RNGLike = 0) -> np.ndarr
     return check_rng(rng).multinomial(n, (p / p.sum()).ravel()).reshape(rows, cols).astype(np.int64)
 
 
-def skin_like(shape=(64, 64), n: int = 2450, rng: RNGLike = 0) -> np.ndarray:
+def skin_like(shape: Sequence[int] = (64, 64), n: int = 2450, rng: RNGLike = 0) -> np.ndarray:
     """Four elongated, unequal Gaussian clusters of ``n`` points on a 2-D grid: the shape of the
     two-attribute projection of the UCI skin-segmentation data that He et al. (SIGMOD 2014, Fig. 1)
     cluster, at 1% of its 245,057 records by default. The same ``rng`` seed gives the same histogram."""
@@ -175,7 +181,7 @@ def census_records(n: int = 100_000, rng: RNGLike = 0, attributes: dict[str, int
     return columns
 
 
-def census_domain(attributes: dict[str, int] | None = None):
+def census_domain(attributes: dict[str, int] | None = None) -> Grid:
     """The :class:`blowfish_te.io.Grid` of :func:`census_records`: one integer range per attribute."""
     from .io import Grid, IntegerRange
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 import math
 import pathlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.sparse import csgraph
 
 from ._graph import csgraph_ready
@@ -30,7 +32,10 @@ from ._validation import check_epsilon
 from .errors import SpecError
 from .policies import Policy, PolicySpec
 from .release import plan
-from .workloads import as_workload
+from .workloads import Workload, as_workload
+
+if TYPE_CHECKING:
+    from .mechanisms import Mechanism
 
 __all__ = ["Guarantee", "equal_protection", "expected_errors", "guarantees", "plot_expected_errors"]
 
@@ -84,7 +89,8 @@ def guarantees(policy: Policy) -> list[Guarantee]:
     return rows
 
 
-def equal_protection(workload, policy_specs: list[str], loss: float, apart: int = 1, mechanism="hb") -> list[dict]:
+def equal_protection(workload: Workload | ArrayLike, policy_specs: list[str], loss: float, apart: int = 1,
+                     mechanism: str | Mechanism = "hb") -> list[dict]:
     """Policies compared at equal protection: for each, the ε at which a record's value and a value
     ``apart`` cells away (along the first axis) are told apart at most e^loss, ε = loss / d_G (d_G
     the policy's hops between them: 2 through ⊥ under unbounded DP, where a change of value is a
@@ -116,7 +122,8 @@ def _parse(spec: str, shape: tuple[int, ...]) -> tuple[PolicySpec, Policy]:
         raise SpecError(f"policy {spec!r}: {err}") from None
 
 
-def expected_errors(workload, policy_specs: list[str], epsilons: list[float], mechanism="hb") -> list[dict]:
+def expected_errors(workload: Workload | ArrayLike, policy_specs: list[str], epsilons: list[float],
+                    mechanism: str | Mechanism = "hb") -> list[dict]:
     """Rows (policy, epsilon, rmse, route) of the analytic per-query RMSE of ``mechanism``'s planned
     release of ``workload`` under each policy spec at each ε. Data-independent: no budget is spent.
     Raises ValueError when the mechanism has no analytic error (data-dependent mechanisms)."""
@@ -134,7 +141,7 @@ def expected_errors(workload, policy_specs: list[str], epsilons: list[float], me
     return rows
 
 
-def plot_expected_errors(rows: list[dict], path, title: str) -> list[pathlib.Path]:
+def plot_expected_errors(rows: list[dict], path: str | pathlib.Path, title: str) -> list[pathlib.Path]:
     """RMSE against ε (one line per policy) and, when there are several θ, against θ (one line
     per ε), as ``path`` (PNG or SVG by its suffix). Needs matplotlib."""
     from .evaluation.plots import LEGEND_POINTS, _panels, _plain_ticks, _pyplot

@@ -32,6 +32,7 @@ from collections import Counter
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import check_int
 
@@ -246,7 +247,7 @@ def _float_at_least(value: Fraction) -> float:
     return out if Fraction(out) >= value else math.nextafter(out, math.inf)
 
 
-def discrete_laplace(scale, size: int, backend: str | None = None) -> np.ndarray:
+def discrete_laplace(scale: float | Fraction, size: int, backend: str | None = None) -> np.ndarray:
     """``size`` i.i.d. draws of the discrete Laplace DLap(``scale``) as int64, exactly.
 
     P(Z = z) = (1 - α) / (1 + α) · α^|z|, α = exp(-1/scale) (the two-sided geometric distribution).
@@ -294,7 +295,7 @@ def _shifted(points: np.ndarray, noise: np.ndarray) -> np.ndarray:
     return out
 
 
-def integer_laplace(values, scale, backend: str | None = None) -> np.ndarray:
+def integer_laplace(values: ArrayLike, scale: float | Fraction, backend: str | None = None) -> np.ndarray:
     """``values + DLap(scale)`` for integer-valued ``values``, as float64 integers.
 
     Privacy: if ``values`` = q(x) is an integer vector for every input and ‖q(x) - q(x')‖₁ <= Δ for
@@ -308,7 +309,7 @@ def integer_laplace(values, scale, backend: str | None = None) -> np.ndarray:
     return _shifted(arr.astype(np.float64) if arr.dtype.kind == "f" else arr, noise)
 
 
-def lattice_spacing(sensitivity, size: int) -> int:
+def lattice_spacing(sensitivity: float | Fraction, size: int) -> int:
     """The exponent e of Λ = 2^e: the largest power of two with ``size`` · Λ <= 2^-20 · Δ."""
     delta = _check_scale(sensitivity, "sensitivity", maximum=None)
     size = check_int(size, "size", minimum=1)
@@ -319,7 +320,7 @@ def lattice_spacing(sensitivity, size: int) -> int:
     return e if Fraction(2) ** e <= target else e - 1
 
 
-def lattice_laplace(values, scale, sensitivity, backend: str | None = None) -> np.ndarray:
+def lattice_laplace(values: ArrayLike, scale: float | Fraction, sensitivity: float | Fraction, backend: str | None = None) -> np.ndarray:
     """Release real-valued ``values`` (d of them) with Laplace-like noise on the grid Λℤ, exactly ε-DP.
 
     With Λ = 2^e from :func:`lattice_spacing` (d·Λ <= 2^-20·Δ):
@@ -375,12 +376,12 @@ class SecureRandom:
         self._tally: Counter[str] = Counter()
         self._hardened = {sampler_name(kind, self.backend) for kind in _KINDS}
 
-    def integer_laplace(self, values, scale) -> np.ndarray:
+    def integer_laplace(self, values: ArrayLike, scale: float | Fraction) -> np.ndarray:
         """:func:`integer_laplace` with this generator's backend, recorded."""
         self._tally[sampler_name("integer", self.backend)] += 1
         return integer_laplace(values, scale, self.backend)
 
-    def lattice_laplace(self, values, scale, sensitivity) -> np.ndarray:
+    def lattice_laplace(self, values: ArrayLike, scale: float | Fraction, sensitivity: float | Fraction) -> np.ndarray:
         """:func:`lattice_laplace` with this generator's backend, recorded."""
         self._tally[sampler_name("lattice", self.backend)] += 1
         return lattice_laplace(values, scale, sensitivity, self.backend)

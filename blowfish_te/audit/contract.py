@@ -27,7 +27,7 @@ def _fail(mechanism: Mechanism, message: str):
     raise ContractError(f"mechanism {type(mechanism).__name__} ({mechanism.name!r}) breaks the contract: {message}")
 
 
-def check_mechanism(mechanism, policy: Policy | None = None, epsilon: float = 1.0, *, cells: int = 8,
+def check_mechanism(mechanism: str | Mechanism, policy: Policy | None = None, epsilon: float = 1.0, *, cells: int = 8,
                     runs: int = 400, rng: int = 0) -> AuditReport:
     """Check ``mechanism`` (an instance or a registered name) against the contract above, on
     prefix queries (for a mechanism that answers marginals only, the marginal of every attribute

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.stats import beta
 
 from .._validation import check_epsilon, check_int
@@ -54,7 +55,7 @@ class Batched:
     name: str = "batched"
 
 
-def clopper_pearson(count, n: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+def clopper_pearson(count: ArrayLike, n: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """One-sided exact binomial bounds (Clopper–Pearson): P[p >= lower] >= 1 - α and
     P[p <= upper] >= 1 - α, with lower = Beta⁻¹(α; c, n - c + 1), upper = Beta⁻¹(1 - α; c + 1, n - c)."""
     c = np.asarray(count, dtype=np.float64)
@@ -399,7 +400,7 @@ def audit(
 
 
 def audit_histograms(
-    sample: Callable[[np.ndarray, int, np.random.Generator], np.ndarray], x, y, epsilon: float, *,
+    sample: Callable[[np.ndarray, int, np.random.Generator], np.ndarray], x: ArrayLike, y: ArrayLike, epsilon: float, *,
     n_select: int = 500, n_detect: int = 2000, confidence: float = 0.95, rng: RNGLike = 0,
 ) -> HistogramAudit:
     """Audit the claim P[M(x) ∈ S] <= e^ε P[M(y) ∈ S] for one pair of histograms the caller

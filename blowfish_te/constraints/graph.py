@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -41,6 +42,9 @@ from ..policies import Policy, complete
 from ..sensitivity import sensitivity
 from ..workloads import Workload
 from .queries import Constraints
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "MAX_SEARCH_STEPS",
@@ -168,7 +172,7 @@ class PolicyGraph:
             out[s].append(t)
         return out
 
-    def to_networkx(self):
+    def to_networkx(self) -> nx.DiGraph:
         """The graph as a ``networkx.DiGraph`` whose nodes are the query names, ``"v+"`` and ``"v-"``."""
         import networkx as nx
 

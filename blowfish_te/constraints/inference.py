@@ -14,18 +14,23 @@ from __future__ import annotations
 import functools
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from ..errors import ConstraintError
-from ..noise import add_laplace
+from ..noise import RandomSource, add_laplace
 from ..policies import Policy
 from ..routes import Candidate, Outcome, Plan
 from ..strategies.base import integer_entries
-from ..workloads import Workload
+from ..workloads import MarginalCounts, Workload
 from .graph import MAX_SEARCH_STEPS, ConstrainedSensitivity, strategy_sensitivity
 from .queries import Constraints
+
+if TYPE_CHECKING:
+    from ..mechanisms import Mechanism
 
 __all__ = ["ConstrainedLeastSquares", "ConstrainedRoute", "plan_constrained"]
 
@@ -54,7 +59,7 @@ class ConstrainedLeastSquares:
         self.nonnegative = nonnegative
         self._lock = threading.Lock()
 
-    def solve(self, y, counts) -> np.ndarray:
+    def solve(self, y: ArrayLike, counts: ArrayLike) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64)
         scale = max(1.0, float(np.abs(y).max(initial=0.0)))  # keep the solver's tolerances relative
         with self._lock:
@@ -92,7 +97,7 @@ class ConstrainedRoute(Candidate):
         guarantee the policy does not give)."""
         self._public(x)
 
-    def execute(self, x, gen) -> Outcome:
+    def execute(self, x: np.ndarray | MarginalCounts, gen: RandomSource) -> Outcome:
         mech, strategy, workload, delta = self.mechanism, self.strategy, self.workload, self.sensitivity
         public = self._public(x)
         scale = delta / self.epsilon
@@ -109,8 +114,8 @@ class ConstrainedRoute(Candidate):
 
 
 def plan_constrained(
-    workload: Workload, policy: Policy, epsilon: float, constraints: Constraints, mechanism, moves: str = "any",
-    max_steps: int = MAX_SEARCH_STEPS, records=None,
+    workload: Workload, policy: Policy, epsilon: float, constraints: Constraints, mechanism: Mechanism, moves: str = "any",
+    max_steps: int = MAX_SEARCH_STEPS, records: ArrayLike | None = None,
 ) -> Plan:
     """The plan of a release under ``constraints`` (see the module docstring) for validated
     ``workload``, ``epsilon`` and a mechanism instance: its sensitivity, computed without reading

@@ -11,15 +11,20 @@ marginals of a multi-attribute grid, He et al. Def. 8.4), :func:`rectangles` (di
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._validation import as_array, check_histogram, check_index_array, check_shape
 from ..errors import ConstraintError
 from ..workloads import marginals as marginal_queries
 from ..workloads import rects
+
+if TYPE_CHECKING:
+    from ..policies import ShapeLike
 
 __all__ = ["Constraints", "count_queries", "known_total", "marginals", "rectangles"]
 
@@ -159,12 +164,12 @@ class Constraints:
         """The flat cells counted by query ``i``."""
         return self.matrix.indices[self.matrix.indptr[i]: self.matrix.indptr[i + 1]].copy()
 
-    def evaluate(self, x) -> np.ndarray:
+    def evaluate(self, x: ArrayLike) -> np.ndarray:
         """Q x: the answers of the queries on histogram x (exact integers)."""
         counts = check_histogram(x, self.shape)
         return np.rint(self.matrix @ counts.astype(np.float64)).astype(np.int64)
 
-    def subset(self, rows) -> Constraints:
+    def subset(self, rows: ArrayLike) -> Constraints:
         """The queries ``rows`` (indices) as their own constraints (no closed-form structure)."""
         rows = check_index_array(rows, "rows", self.num_queries - 1)
         if rows.size == 0:
@@ -173,7 +178,7 @@ class Constraints:
                            counts=None if self.counts is None else self.counts[rows],
                            scopes=[self.scopes[i] for i in rows])
 
-    def applicable(self, records=None) -> np.ndarray:
+    def applicable(self, records: Iterable[Hashable] | None = None) -> np.ndarray:
         """Indices of the queries whose answer a histogram determines: those without a scope for the
         whole dataset (``records`` None), or those whose scope lies in ``records`` for the histogram
         of those records only."""
@@ -182,7 +187,7 @@ class Constraints:
         records = frozenset(records)
         return np.array([j for j, s in enumerate(self.scopes) if s is not None and s <= records], dtype=np.int64)
 
-    def public_counts(self, x) -> np.ndarray:
+    def public_counts(self, x: ArrayLike) -> np.ndarray:
         """The public answers for histogram x: ``counts`` after checking that x satisfies them, or Q x.
 
         Raises :class:`~blowfish_te.errors.ConstraintError` naming the first violated query: a
@@ -200,7 +205,9 @@ class Constraints:
         return answers
 
 
-def count_queries(shape, queries, *, names=None, counts=None, scopes=None) -> Constraints:
+def count_queries(shape: ShapeLike, queries: sp.sparray | sp.spmatrix | ArrayLike | Iterable[ArrayLike], *,
+                  names: Sequence[str] | None = None, counts: ArrayLike | None = None,
+                  scopes: Iterable[Iterable[Hashable] | None] | None = None) -> Constraints:
     """Arbitrary count queries (see :class:`Constraints`)."""
     return Constraints(shape, queries, names=names, counts=counts, scopes=scopes)
 
@@ -220,7 +227,8 @@ def _marginal_axes(shape: tuple[int, ...], axes) -> list[tuple[int, ...]]:
     return subsets
 
 
-def marginals(shape, axes, *, counts=None) -> Constraints:
+def marginals(shape: ShapeLike, axes: tuple[int, ...] | Iterable[Iterable[int]], *,
+              counts: ArrayLike | None = None) -> Constraints:
     """The marginals of a multi-attribute grid on the attribute sets ``axes`` (one tuple, or a list
     of tuples): a count query per value combination of each set (He et al. Def. 8.4)."""
     shape = check_shape(shape)
@@ -233,7 +241,7 @@ def marginals(shape, axes, *, counts=None) -> Constraints:
     return Constraints(shape, matrix, names=names, counts=counts, structure=("marginals", tuple(subsets)))
 
 
-def rectangles(shape, lo, hi, *, counts=None) -> Constraints:
+def rectangles(shape: ShapeLike, lo: ArrayLike, hi: ArrayLike, *, counts: ArrayLike | None = None) -> Constraints:
     """Range count queries on the boxes [lo[i], hi[i]] (inclusive; (p, d) arrays, or (p,) in 1-D)."""
     shape = check_shape(shape)
     lo_arr, hi_arr = as_array(lo, "lo"), as_array(hi, "hi")
@@ -245,7 +253,7 @@ def rectangles(shape, lo, hi, *, counts=None) -> Constraints:
                        structure=("rectangles", boxes.lo.copy(), boxes.hi.copy()))
 
 
-def known_total(shape, *, count=None) -> Constraints:
+def known_total(shape: ShapeLike, *, count: int | None = None) -> Constraints:
     """The single constraint "there are n records" (n public): Blowfish's bounded setting I_n."""
     shape = check_shape(shape)
     k = int(np.prod(shape))

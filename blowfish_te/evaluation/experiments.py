@@ -5,6 +5,8 @@ query workload with a mechanism, or private k-means. A suite's ``[workload] kind
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +16,10 @@ from ..mechanisms import mechanism_class
 from ..metrics import per_query_mse, scaled_l2_error
 from ..release import answer
 from ._checks import fail, integer, unknown
+
+if TYPE_CHECKING:
+    from ..mechanisms import Mechanism
+    from ..policies import Policy
 
 
 class Experiment:
@@ -33,11 +39,11 @@ class Experiment:
         """The validated ``[workload]`` table (``merged`` holds ``[tiny]`` overrides)."""
         raise NotImplementedError
 
-    def check_mechanism(self, where: str, name, params: dict) -> None:
+    def check_mechanism(self, where: str, name: str, params: dict) -> None:
         """Refuse a mechanism entry the kind cannot run."""
         raise NotImplementedError
 
-    def truth(self, workload: dict, x: np.ndarray, cache: dict):
+    def truth(self, workload: dict, x: np.ndarray, cache: dict) -> np.ndarray | None:
         """What the runs of one data sample are measured against (computed once per sample)."""
         return None
 
@@ -45,7 +51,10 @@ class Experiment:
         """The row's ``workload`` and ``queries`` columns."""
         raise NotImplementedError
 
-    def run(self, row: dict, workload: dict, x: np.ndarray, truth, policy, spec, mechanism, seed, cache: dict) -> None:
+    def run(
+        self, row: dict, workload: dict, x: np.ndarray, truth: np.ndarray | None, policy: Policy, spec: Any,
+        mechanism: Callable[[], Mechanism], seed: np.random.SeedSequence, cache: dict,
+    ) -> None:
         """One run: fill ``row``'s measured columns (raise ValueError or TypeError when refused)."""
         raise NotImplementedError
 
@@ -68,7 +77,7 @@ class QueryWorkload(Experiment):
     settings_keys = frozenset({"queries", "seed", "order"})
     description = "random workloads"
 
-    def settings(self, where, kind, work, merged):
+    def settings(self, where: str, kind: str, work: dict, merged: dict) -> dict:
         settings = {"kind": kind}
         if wl.SPEC_KINDS[kind].order:
             settings["order"] = integer(where, "order", work.get("order"), 0)
@@ -83,7 +92,7 @@ class QueryWorkload(Experiment):
             fail(where, f"queries and seed apply to random workloads only, not {kind!r}")
         return settings
 
-    def check_mechanism(self, where, name, params):
+    def check_mechanism(self, where: str, name: str, params: dict) -> None:
         if name == "kmeans":
             fail(where, "mechanism 'kmeans' runs in suites of workload kind 'kmeans' only")
         try:
@@ -95,14 +104,17 @@ class QueryWorkload(Experiment):
         except (TypeError, ValueError) as err:
             fail(where, f"mechanism {name!r} refuses params {params}: {err}")
 
-    def truth(self, workload, x, cache):
+    def truth(self, workload: dict, x: np.ndarray, cache: dict) -> np.ndarray:
         return _workload(workload, x.shape, cache) @ x.ravel()
 
-    def describe(self, workload, x, cache):
+    def describe(self, workload: dict, x: np.ndarray, cache: dict) -> dict:
         queries = _workload(workload, x.shape, cache)
         return {"workload": queries.name, "queries": queries.num_queries}
 
-    def run(self, row, workload, x, truth, policy, spec, mechanism, seed, cache):
+    def run(
+        self, row: dict, workload: dict, x: np.ndarray, truth: np.ndarray | None, policy: Policy, spec: Any,
+        mechanism: Callable[[], Mechanism], seed: np.random.SeedSequence, cache: dict,
+    ) -> None:
         start = time.perf_counter()
         release = answer(_workload(workload, x.shape, cache), x, policy, row["epsilon_used"], mechanism(),
                          rng=np.random.default_rng(seed), tree=spec.tree_for(policy))
@@ -122,11 +134,11 @@ class KMeans(Experiment):
     checks_pairs = False  # the variants run on any 1-D or 2-D policy
     params = frozenset({"sensitivity", "size_share"})
 
-    def settings(self, where, kind, work, merged):
+    def settings(self, where: str, kind: str, work: dict, merged: dict) -> dict:
         return {"kind": kind, "clusters": integer(where, "clusters", work.get("clusters", 4), 1),
                 "iterations": integer(where, "iterations", work.get("iterations", 10), 1)}
 
-    def check_mechanism(self, where, name, params):
+    def check_mechanism(self, where: str, name: str, params: dict) -> None:
         if name != "kmeans":
             fail(where, f"the mechanisms of a kmeans suite are named 'kmeans' (variants through params), got {name!r}")
         unknown(f"{where} params", params, set(self.params))
@@ -135,10 +147,13 @@ class KMeans(Experiment):
         except (TypeError, ValueError) as err:
             fail(where, f"kmeans refuses params {params}: {err}")
 
-    def describe(self, workload, x, cache):
+    def describe(self, workload: dict, x: np.ndarray, cache: dict) -> dict:
         return {"workload": f"kmeans k={workload['clusters']} T={workload['iterations']}", "queries": workload["clusters"]}
 
-    def run(self, row, workload, x, truth, policy, spec, mechanism, seed, cache):
+    def run(
+        self, row: dict, workload: dict, x: np.ndarray, truth: np.ndarray | None, policy: Policy, spec: Any,
+        mechanism: Callable[[], Mechanism], seed: np.random.SeedSequence, cache: dict,
+    ) -> None:
         gen = np.random.default_rng(seed)
         centres = km.initial_centres(x.shape, workload["clusters"], gen)
         start = time.perf_counter()
@@ -151,7 +166,7 @@ class KMeans(Experiment):
         base = cache[key]
         row.update(objective=result.objective, objective_ratio=result.objective / base if base > 0 else None)
 
-    def metrics(self, scaled):
+    def metrics(self, scaled: bool) -> tuple[str, ...]:
         return ("objective_ratio",)
 
 

@@ -87,7 +87,7 @@ def _legend(ax) -> None:
     ax.legend(fontsize=LEGEND_POINTS, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
-def plot_results(out_dir, metric: str = "mse") -> list[pathlib.Path]:
+def plot_results(out_dir: str | pathlib.Path, metric: str = "mse") -> list[pathlib.Path]:
     """Draw every figure for the results in ``out_dir`` and return the files written.
 
     Per dataset (and domain, when the suite has several): ``<metric>_vs_epsilon`` (one line per

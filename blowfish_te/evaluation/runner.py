@@ -41,6 +41,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -240,7 +241,7 @@ def describe_failures(rows: list[dict], shown: int = 3, width: int = 120) -> str
     return f"{failed} of {len(rows)} cells failed: " + "; ".join(parts)
 
 
-def read_rows(path) -> list[dict]:
+def read_rows(path: str | pathlib.Path) -> list[dict]:
     """Rows of a ``results.csv``, with numbers parsed back (empty fields become None) and text
     as it was before it was escaped for spreadsheets."""
     numeric = {"scale", "data_seed", "theta", "queries", "epsilon", "epsilon_used", "trial", "seed", "mse",
@@ -277,12 +278,12 @@ def _check_resume(out: pathlib.Path, suite: Suite, resume: bool) -> set[str]:
 
 def run_suite(
     suite: Suite,
-    out_dir,
-    data_dir=None,
+    out_dir: str | pathlib.Path,
+    data_dir: str | pathlib.Path | None = None,
     jobs: int = 1,
     resume: bool = True,
     progress: Callable[[int, int], None] | None = None,
-    scheduler=None,
+    scheduler: str | Any | None = None,
 ) -> list[dict]:
     """Run every cell of ``suite`` not yet in ``out_dir/results.csv`` and return all rows.
 

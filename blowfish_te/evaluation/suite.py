@@ -282,7 +282,7 @@ def _check_pairs(where: str, workload: dict, domains, policies: tuple[str, ...],
                       f"{policy_spec!r}: {reason} (found on a small domain of shape {small})")
 
 
-def load_suite(path, tiny: bool = False) -> Suite:
+def load_suite(path: str | pathlib.Path, tiny: bool = False) -> Suite:
     """Read and validate a suite: a path to a TOML file, or the name of one in :data:`SUITES_DIR`.
 
     ``tiny=True`` applies the file's ``[tiny]`` overrides (a configuration small enough for CI).

@@ -145,7 +145,7 @@ def pivot_table(
     return "\n".join(lines) + "\n"
 
 
-def write_summary(summary: list[dict], out_dir) -> None:
+def write_summary(summary: list[dict], out_dir: str | pathlib.Path) -> None:
     """``summary.csv`` and ``summary.md`` in ``out_dir``."""
     out = pathlib.Path(out_dir)
     if summary:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -433,12 +434,12 @@ class Grid:
     def describe(self) -> str:
         return "; ".join(a.describe() for a in self.axes)
 
-    def label(self, lo, hi) -> str:
+    def label(self, lo: Sequence[int] | np.ndarray, hi: Sequence[int] | np.ndarray) -> str:
         """The values of the box of cells lo..hi (one bound per axis, inclusive)."""
         return " & ".join(a.label(int(l), int(h)) for a, l, h in zip(self.axes, lo, hi))
 
 
-def as_grid(domain) -> Grid:
+def as_grid(domain: Axis | Sequence[Axis] | Grid) -> Grid:
     """An axis, a sequence of axes or a Grid, as a Grid."""
     if isinstance(domain, Grid):
         return domain

@@ -14,11 +14,13 @@ import pathlib
 import sys
 import threading
 import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from .._csv import is_number
-from .domain import DUCKDB, MISSING, SPARK, Dialect, Grid, as_grid
+from .domain import DUCKDB, MISSING, SPARK, Axis, Dialect, Grid, as_grid
 from .sources import RecordError, SqlQuery, check_unique_columns, csv_header, csv_lines, files_of, kind, suffix
 
 __all__ = ["check_files", "duckdb_groups", "duckdb_marginals", "memory_groups", "memory_marginals", "spark_groups", "spark_marginals"]
@@ -89,7 +91,8 @@ def _number_like(name) -> bool:
     return text == "" or is_number(text)
 
 
-def check_files(source, domain, engine: str = "duckdb") -> list[str]:
+def check_files(source: str | pathlib.Path | Iterable[str | pathlib.Path], domain: Axis | Sequence[Axis] | Grid,
+                engine: str = "duckdb") -> list[str]:
     """The files of ``source`` (a path, a glob or a list of them), checked without reading a
     record: they exist, are of one format ``engine`` (``"duckdb"`` or ``"spark"``) reads, and each
     one's header (a CSV file's first line, a Parquet file's footer, an Arrow IPC file's schema)
@@ -365,7 +368,9 @@ def _duckdb_records(source, grid: Grid, con, doubles=()):
     return con, view, kinds, csv_files, examples
 
 
-def duckdb_groups(source, grid: Grid, connection=None, progress=None):
+def duckdb_groups(
+    source: Any, grid: Grid, connection: Any = None, progress: Callable[[float], None] | None = None,
+) -> tuple[np.ndarray, Callable[[int, tuple[int, ...]], list] | None]:
     """GROUP BY the binned columns in DuckDB (out of core, parallel); ``progress`` gets the
     fraction of the scan done as it runs."""
     d = len(grid.axes)
@@ -427,7 +432,9 @@ def _marginal_tables(g, skey, ckey, n, grid: Grid, subsets) -> tuple[np.ndarray,
     return groups, tables
 
 
-def duckdb_marginals(source, grid: Grid, subsets, connection=None, progress=None):
+def duckdb_marginals(
+    source: Any, grid: Grid, subsets: list[tuple[int, ...]], connection: Any = None, progress: Callable[[float], None] | None = None,
+) -> tuple[np.ndarray, dict[tuple[int, ...], np.ndarray], Callable[[int, tuple[int, ...]], list]]:
     """The account of the records and the marginals ``subsets`` in one DuckDB scan."""
 
     def count(con, view, kinds, csv_files, examples):
@@ -508,7 +515,9 @@ def _spark_records(source, grid: Grid, connection):
     return df, view, kinds, csv_files, examples
 
 
-def spark_groups(source, grid: Grid, connection=None, progress=None):
+def spark_groups(
+    source: Any, grid: Grid, connection: Any = None, progress: Callable[[float], None] | None = None,
+) -> tuple[np.ndarray, Callable[[int, tuple[int, ...]], list] | None]:
     """The same binning as a Spark job; only the grouped counts are collected."""
     df, view, kinds, csv_files, examples = _spark_records(source, grid, connection)
     d = len(grid.axes)
@@ -519,7 +528,9 @@ def spark_groups(source, grid: Grid, connection=None, progress=None):
     return _with_skipped_lines(groups, grid, csv_files), examples
 
 
-def spark_marginals(source, grid: Grid, subsets, connection=None, progress=None):
+def spark_marginals(
+    source: Any, grid: Grid, subsets: list[tuple[int, ...]], connection: Any = None, progress: Callable[[float], None] | None = None,
+) -> tuple[np.ndarray, dict[tuple[int, ...], np.ndarray], Callable[[int, tuple[int, ...]], list]]:
     """The account of the records and the marginals ``subsets`` in one Spark job; only the
     grouped counts are collected."""
     df, view, kinds, csv_files, examples = _spark_records(source, grid, connection)
@@ -585,7 +596,9 @@ def _memory_examples(columns, binned, grid: Grid):
     return examples
 
 
-def memory_groups(source, grid: Grid, connection=None, progress=None):
+def memory_groups(
+    source: Any, grid: Grid, connection: Any = None, progress: Callable[[float], None] | None = None,
+) -> tuple[np.ndarray, Callable[[int, tuple[int, ...]], list] | None]:
     """The same rules in numpy, for records already in memory."""
     columns, binned = _binned(source, grid)
     stacked = [s.astype(np.int64) for s, _ in binned] + [c for _, c in binned]
@@ -595,7 +608,9 @@ def memory_groups(source, grid: Grid, connection=None, progress=None):
     return np.concatenate([keys, counts[:, None]], axis=1), _memory_examples(columns, binned, grid)
 
 
-def memory_marginals(source, grid: Grid, subsets, connection=None, progress=None):
+def memory_marginals(
+    source: Any, grid: Grid, subsets: list[tuple[int, ...]], connection: Any = None, progress: Callable[[float], None] | None = None,
+) -> tuple[np.ndarray, dict[tuple[int, ...], np.ndarray], Callable[[int, tuple[int, ...]], list]]:
     """The account of the records and the marginals ``subsets``, in numpy."""
     columns, binned = _binned(source, grid)
     d, n = len(grid.axes), len(binned[0][1])

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..workloads.marginals import MarginalCounts
-from .domain import ABOVE, BELOW, INVALID, MISSING, OK, UNKNOWN, Grid, as_grid
+from .domain import ABOVE, BELOW, INVALID, MISSING, OK, UNKNOWN, Axis, Grid, as_grid
 from .engines import duckdb_groups, duckdb_marginals, has_pyarrow, memory_groups, memory_marginals, spark_groups, spark_marginals
 from .sources import RecordError, SqlQuery, csv_lines
 
@@ -60,8 +62,8 @@ def _engine_of(source, engine: str | None) -> str:
     return "duckdb"
 
 
-def histogram(source=None, domain=None, *, sql: str | None = None, outside: str = "error", engine: str | None = None,
-              connection=None, progress=None) -> HistogramResult:
+def histogram(source: Any = None, domain: Axis | Sequence[Axis] | Grid | None = None, *, sql: str | None = None, outside: str = "error",
+              engine: str | None = None, connection: Any = None, progress: Callable[[float], None] | None = None) -> HistogramResult:
     """Count records over an explicit ``domain`` and account for every one of them.
 
     Parameters
@@ -176,8 +178,9 @@ class MarginalCountsResult(HistogramResult):
         return super().summary() + f"; {len(self.counts.subsets)} marginal(s) counted"
 
 
-def marginal_counts(source=None, domain=None, marginals=None, *, sql: str | None = None, outside: str = "error",
-                    engine: str | None = None, connection=None, progress=None) -> MarginalCountsResult:
+def marginal_counts(source: Any = None, domain: Axis | Sequence[Axis] | Grid | None = None, marginals: Sequence[Sequence[int | str]] | None = None, *,
+                    sql: str | None = None, outside: str = "error", engine: str | None = None, connection: Any = None,
+                    progress: Callable[[float], None] | None = None) -> MarginalCountsResult:
     """Count the records over some marginals of ``domain``, never over its full grid: one scan,
     one GROUP BY per marginal (GROUPING SETS in DuckDB and Spark, bincounts in numpy), and the
     account of every record as :func:`histogram` keeps it (a record refused in any column refuses

@@ -9,6 +9,7 @@ import glob
 import gzip
 import pathlib
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,7 +53,7 @@ def suffix(path: str) -> str:
                      f"or Arrow IPC ({', '.join(_ARROW)}) files")
 
 
-def files_of(source) -> list[str]:
+def files_of(source: str | pathlib.Path | Iterable[str | pathlib.Path]) -> list[str]:
     """The files of a path, a glob, a folder or a list of them; all of one format.
 
     A folder holds the files of records directly in it (not in sub-folders): every CSV, Parquet or
@@ -132,7 +133,7 @@ def csv_lines(path: str, blanks: bool = True, chunk: int = 1 << 24) -> tuple[int
     return newlines - 1 + (last != b"\n"), empty if blanks else None
 
 
-def check_unique_columns(columns, where: str) -> None:
+def check_unique_columns(columns: Iterable[object], where: str) -> None:
     """Refuse a source with two columns of one name: which one a reader keeps (or renames) differs
     between engines, so the count could silently come from the wrong column."""
     repeated = sorted(name for name, n in Counter(map(str, columns)).items() if n > 1)
@@ -155,7 +156,7 @@ MISSING_TEXTS = ("", "nan", "-nan")
 _CSV_HISTOGRAM = "a histogram CSV holds one count per field, one row of cells per line"
 
 
-def histogram_shape(path) -> tuple[int, ...]:
+def histogram_shape(path: str | pathlib.Path) -> tuple[int, ...]:
     """The shape :func:`read_histogram` gives ``path``, without reading a count: a ``.npy`` file's
     header, or a ``.csv`` file's numbers of lines and of fields on its first line. Planning needs
     no more (the counts are validated when they are read)."""
@@ -191,7 +192,7 @@ def _refuse_header(path, fields: list[str]) -> None:
                           f"blowfish_te.io.histogram); {_CSV_HISTOGRAM}")
 
 
-def read_histogram(path) -> np.ndarray:
+def read_histogram(path: str | pathlib.Path) -> np.ndarray:
     """The counts of a histogram file: ``.npy``, or ``.csv`` with one row of cells per line.
 
     The rule for missing values is the records' (see :func:`blowfish_te.io.histogram`): a blank
