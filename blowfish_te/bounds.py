@@ -4,11 +4,12 @@ its column-weighted refinement."""
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import check_epsilon
 from .policies import Policy
 from .sensitivity import check_compatible
-from .workloads import Marginals, as_workload
+from .workloads import Marginals, Workload, as_workload
 
 #: Largest side of the dense Gram matrix whose eigenvalues the bound needs.
 MAX_BOUND_SIDE = 8192
@@ -16,7 +17,7 @@ MAX_BOUND_SIDE = 8192
 MAX_WEIGHTED_ENTRIES = 2**23
 
 
-def lower_bound(workload, epsilon: float, policy: Policy | None = None) -> float:
+def lower_bound(workload: Workload | ArrayLike, epsilon: float, policy: Policy | None = None) -> float:
     """The SVD bound (Li & Miklau, ICDT 2013) on the expected total squared error of any Laplace
     matrix mechanism for W (m × K): (2/ε²) (Σ σ_i(W))² / K.
 
@@ -118,7 +119,7 @@ def marginal_lower_bound(workload: Marginals, epsilon: float, policy: Policy | N
     return 2.0 / check_epsilon(epsilon) ** 2 * trace_norm**2 / columns
 
 
-def weighted_lower_bound(workload, epsilon: float, policy: Policy | None = None, steps: int = 100) -> float:
+def weighted_lower_bound(workload: Workload | ArrayLike, epsilon: float, policy: Policy | None = None, steps: int = 100) -> float:
     """A lower bound on the expected total squared error of any Laplace matrix mechanism for W
     (under ``policy``: for W_G = W P_G over the policy's edges), at least :func:`lower_bound`:
 

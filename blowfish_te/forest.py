@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from ._graph import csgraph_ready
 from .errors import CyclicPolicyError
@@ -138,7 +139,7 @@ class RootedForest:
             self._table = np.stack(levels)
         return self._table
 
-    def distances(self, u, v) -> np.ndarray:
+    def distances(self, u: ArrayLike, v: ArrayLike) -> np.ndarray:
         """Tree distance between vertices u[i] and v[i] (cells, or K for ⊥); -1 when the forest does
         not connect them."""
         u = np.asarray(u, dtype=np.int64)

@@ -21,9 +21,11 @@ reproduces that calibration on raw sums, for comparison only: it is not private.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import check_epsilon, check_histogram, check_int, check_real
 from .noise import NUMPY_LAPLACE, RNGLike, add_laplace, check_rng
@@ -158,7 +160,8 @@ def check_variant(sensitivity: str = "exact", size_share: float = 0.5) -> tuple[
     return sensitivity, check_real(size_share, "size_share", 0, 1, exclusive=True)
 
 
-def lloyd(x, shape, k: int = 4, iterations: int = 10, rng: RNGLike = None, centres=None) -> KMeansResult:
+def lloyd(x: ArrayLike, shape: Sequence[int], k: int = 4, iterations: int = 10, rng: RNGLike = None,
+          centres: ArrayLike | None = None) -> KMeansResult:
     """Non-private Lloyd iterations on the histogram from the same kind of start (the baseline)."""
     shape = tuple(shape)
     x = check_histogram(x, shape).astype(np.float64)
@@ -175,8 +178,8 @@ def lloyd(x, shape, k: int = 4, iterations: int = 10, rng: RNGLike = None, centr
 
 
 def blowfish_kmeans(
-    x, policy: Policy, epsilon: float, k: int = 4, iterations: int = 10, rng: RNGLike = None, *,
-    sensitivity: str = "exact", size_share: float = 0.5, centres=None,
+    x: ArrayLike, policy: Policy, epsilon: float, k: int = 4, iterations: int = 10, rng: RNGLike = None, *,
+    sensitivity: str = "exact", size_share: float = 0.5, centres: ArrayLike | None = None,
 ) -> KMeansResult:
     """SuLQ k-means, (ε, policy)-Blowfish private with ``sensitivity="exact"`` (module docstring).
 

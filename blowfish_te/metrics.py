@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["per_query_mse", "scaled_l2_error"]
 
@@ -14,13 +15,13 @@ def _residual(truth, estimate) -> np.ndarray:
     return truth - estimate
 
 
-def per_query_mse(truth, estimate) -> float:
+def per_query_mse(truth: ArrayLike, estimate: ArrayLike) -> float:
     """‖W x − ŷ‖² / m: the mean squared error per query."""
     r = _residual(truth, estimate)
     return float(r @ r / r.size)
 
 
-def scaled_l2_error(truth, estimate, scale: float) -> float:
+def scaled_l2_error(truth: ArrayLike, estimate: ArrayLike, scale: float) -> float:
     """DPBench's scaled L2 error ‖W x − ŷ‖₂ / (m · s) (Hay et al. 2016): divided by the number of
     queries m, not its square root, so it is not an RMSE; s is the number of records."""
     if not scale > 0:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import as_array, check_epsilon, check_histogram, check_int, check_real, check_real_array, is_int
 from ._wavelet import RangeSmallestSums
@@ -59,7 +60,7 @@ PRICE_SCALE = 0.25
 _GRID = 2.0**-19
 
 
-def median_deviations(x, length: int) -> np.ndarray:
+def median_deviations(x: ArrayLike, length: int) -> np.ndarray:
     """dev = min_c Σ |x_i - c| (c a median) over every window of ``length`` consecutive cells,
     one value per start: the sum of the window's upper half minus the sum of its lower half."""
     x = _ordered_counts(x)
@@ -125,7 +126,7 @@ def _default_max_length(k: int) -> int:
 
 
 def dawa_partition(
-    x, epsilon: float, epsilon2: float, rng: RNGLike = None, *, penalty: float = 1.0, guard: float = 1.0,
+    x: ArrayLike, epsilon: float, epsilon2: float, rng: RNGLike = None, *, penalty: float = 1.0, guard: float = 1.0,
     max_length: int | None = None,
 ) -> np.ndarray:
     """A private partition of an ordered domain into intervals, in the spirit of DAWA's first step
@@ -175,7 +176,7 @@ def dawa_partition(
     return pieces.labels(pieces.tiling(penalty / epsilon2, guard * 2.0 / epsilon, (epsilon, check_rng(rng)))[0])
 
 
-def noise_free_partition(x, epsilon2: float, *, penalty: float = 1.0, max_length: int | None = None,
+def noise_free_partition(x: ArrayLike, epsilon2: float, *, penalty: float = 1.0, max_length: int | None = None,
                          guarded_at: float | None = None) -> np.ndarray:
     """The noiseless twin of :func:`dawa_partition`: the tiling of least score Σ_b dev(b) +
     (#buckets)·``penalty``/ε₂ over the same pieces, without noise and without guards — DAWA's own
@@ -192,7 +193,7 @@ def noise_free_partition(x, epsilon2: float, *, penalty: float = 1.0, max_length
     return pieces.labels(pieces.tiling(penalty / epsilon2, unit, None)[0])
 
 
-def tree_cost(x, price: float, guard: float = 0.0) -> float:
+def tree_cost(x: ArrayLike, price: float, guard: float = 0.0) -> float:
     """DAWA's cost of the data without noise over the tilings by aligned dyadic blocks
     [a·2^j, (a + 1)·2^j) (the last block of a level cut at K): min over those tilings of
     Σ_b dev(b) + (#blocks)·(``price`` + ``guard``), one bottom-up pass per level — O(K log² K),
@@ -207,7 +208,7 @@ def tree_cost(x, price: float, guard: float = 0.0) -> float:
     return float(tree_costs(x, [price])[0])
 
 
-def tree_costs(x, prices) -> np.ndarray:
+def tree_costs(x: ArrayLike, prices: ArrayLike) -> np.ndarray:
     """:func:`tree_cost` at every price of ``prices`` (≥ 0) in one pass: the blocks' deviations,
     the costly part, are computed once per level for all prices."""
     x = _ordered_counts(x)
@@ -398,7 +399,7 @@ def _check_scores(scores) -> dict[int, np.ndarray]:
     return checked
 
 
-def optimal_pairing(values, penalty: float) -> np.ndarray:
+def optimal_pairing(values: ArrayLike, penalty: float) -> np.ndarray:
     """Minimum-cost partition into buckets of size <= 2: a pair {i, j} costs |v_i - v_j| + penalty,
     a singleton penalty. Pairing helps only below a gap of ``penalty``, and by exchange an optimal
     pairing uses neighbours in sorted order, so a dynamic program over the sorted values is exact:
@@ -429,7 +430,7 @@ def optimal_pairing(values, penalty: float) -> np.ndarray:
     return labels
 
 
-def noisy_pairing_partition(x, policy: Policy, epsilon: float, epsilon2: float, rng: RNGLike = None) -> np.ndarray:
+def noisy_pairing_partition(x: ArrayLike, policy: Policy, epsilon: float, epsilon2: float, rng: RNGLike = None) -> np.ndarray:
     """Buckets of size <= 2 from Laplace-noisy counts (the post-processing matching variant).
 
     Privacy: x + Lap(Δ_G(I)/ε)^K is (ε, G)-Blowfish, Δ_G(I) computed from the policy's edges (2 for
@@ -447,7 +448,7 @@ def noisy_pairing_partition(x, policy: Policy, epsilon: float, epsilon2: float, 
     return optimal_pairing(noisy, 1.0 / epsilon2)
 
 
-def matching_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None) -> np.ndarray:
+def matching_partition(x: ArrayLike, epsilon: float, epsilon2: float, rng: RNGLike = None) -> np.ndarray:
     """Anuarbek's matching partition (§5.2): max-weight matching with noisy edge weights.
 
     The seed matches each cell i either with another cell j (pair weight
@@ -498,7 +499,7 @@ def matching_partition(x, epsilon: float, epsilon2: float, rng: RNGLike = None) 
     return np.unique(owner, return_inverse=True)[1].astype(np.int64)
 
 
-def quotient_policy(policy: Policy, labels) -> Policy:
+def quotient_policy(policy: Policy, labels: ArrayLike) -> Policy:
     """G': merge each bucket into one vertex; buckets are adjacent when any of their cells are
     adjacent in G (self-loops dropped), and a bucket meets ⊥ when any of its cells does.
 

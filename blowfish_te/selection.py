@@ -32,9 +32,10 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import check_epsilon, check_int, check_real
-from .noise import add_laplace
+from .noise import RandomSource, add_laplace
 from .partitions import BUCKET_GUARD, tree_costs
 
 __all__ = ["Features", "Decision", "ErrorModel", "measure", "decide", "choose", "error_model", "total_share", "cost_share",
@@ -99,7 +100,7 @@ class Features:
         return text + f"; features spent {self.spent:.3g}"
 
 
-def measure(x, epsilon: float, gen, *, total: float | None = None, record_moves: int = 1, cost: bool = True,
+def measure(x: ArrayLike, epsilon: float, gen: RandomSource, *, total: float | None = None, record_moves: int = 1, cost: bool = True,
             total_budget: float | None = None) -> Features:
     """Noisy features of histogram ``x`` (1-D, or a grid laid out along a curve) for a release at
     ``epsilon``, drawn from ``gen``: the record total (``total`` when public, else Laplace at

@@ -10,6 +10,7 @@ or prefix-sum tables where their structure allows; the tests compare every path 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .policies import Policy
 from .workloads import Workload, as_workload
@@ -29,7 +30,7 @@ def check_compatible(workload: Workload, policy: Policy) -> None:
         raise ValueError(f"workload domain {workload.domain} does not match policy shape {policy.shape}")
 
 
-def sensitivity(workload, policy: Policy) -> float:
+def sensitivity(workload: Workload | ArrayLike, policy: Policy) -> float:
     """Exact L1 policy-specific sensitivity Δ_G(W): Laplace(Δ_G(W)/ε) noise on W x is
     (ε, G)-Blowfish private (He et al. Thm 5.1). A policy without edges has sensitivity 0."""
     workload = as_workload(workload)

@@ -48,6 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._validation import check_int, check_real, check_real_array
 from .partitions import _best_tiling
@@ -97,7 +98,7 @@ class CellNoise:
         return self.variance * ((starts > 0).astype(np.float64) + (stops < self.size))
 
 
-def segment(y, noise: CellNoise) -> np.ndarray:
+def segment(y: ArrayLike, noise: CellNoise) -> np.ndarray:
     """Bucket labels (0..D-1, consecutive cells) of the segmentation of the noisy counts ``y``
     described in the module docstring (of equally penalised tilings, the first found along the path of prices)."""
     y = check_real_array(y, "y", ndim=1)
@@ -128,7 +129,7 @@ def segment(y, noise: CellNoise) -> np.ndarray:
     return labels
 
 
-def smooth(y, noise: CellNoise) -> tuple[np.ndarray, np.ndarray]:
+def smooth(y: ArrayLike, noise: CellNoise) -> tuple[np.ndarray, np.ndarray]:
     """(estimate, labels): the mean of ``y`` over each bucket of :func:`segment`, clipped at 0."""
     y = check_real_array(y, "y", ndim=1)
     labels = segment(y, noise)

@@ -28,6 +28,7 @@ import functools
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from ._cache import IdentityCache
 from ._digest import digest
@@ -161,7 +162,7 @@ class TreeTransform:
         x = check_histogram(x, self.policy.shape)
         return np.concatenate([[0], np.cumsum(x[self._cell_order])])
 
-    def data_and_totals(self, x) -> tuple[np.ndarray, np.ndarray]:
+    def data_and_totals(self, x: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """(x_G, n_C) from one pass over x: for every tree edge the number of records in the
         subtree below it (int64), and the totals of the components without ⊥, aligned with
         :attr:`roots` (disclosed exactly)."""
@@ -171,11 +172,11 @@ class TreeTransform:
         cs = self._prefix(x)
         return cs[self._edge_stop] - cs[self._edge_start], cs[self._root_stop] - cs[self._root_start]
 
-    def data(self, x) -> np.ndarray:
+    def data(self, x: ArrayLike) -> np.ndarray:
         """x_G (see :meth:`data_and_totals`)."""
         return self.data_and_totals(x)[0]
 
-    def totals(self, x) -> np.ndarray:
+    def totals(self, x: ArrayLike) -> np.ndarray:
         """n_C for the components without ⊥ (see :meth:`data_and_totals`)."""
         return self.data_and_totals(x)[1]
 
@@ -186,19 +187,19 @@ class TreeTransform:
         vector[self.roots] = totals
         return vector
 
-    def offset(self, workload, totals) -> np.ndarray:
+    def offset(self, workload: Workload | ArrayLike, totals: ArrayLike) -> np.ndarray:
         """offset(W) = W Σ_C n_C e_{r_C}, so that W x = W_G x_G + offset(W)."""
         workload = as_workload(workload)
         check_compatible(workload, self.policy)
         return workload.matvec(self._root_vector(totals))
 
-    def workload(self, workload) -> TransformedWorkload:
+    def workload(self, workload: Workload | ArrayLike) -> TransformedWorkload:
         """W_G = W P_G as an implicit workload over the tree edges. The last few are kept on the
         transform, so planning and releasing share one object and its cached strategies and norms."""
         workload = as_workload(workload)
         return self._workloads.get(workload, lambda: TransformedWorkload(workload, self))
 
-    def reconstruct(self, x_g, totals) -> np.ndarray:
+    def reconstruct(self, x_g: ArrayLike, totals: ArrayLike) -> np.ndarray:
         """x = P_G x_G + Σ_C n_C e_{r_C}: the histogram whose transform is (x_G, totals).
 
         Applied to a noisy estimate of x_G it gives the estimate of x used for post-processing.
@@ -240,7 +241,7 @@ class TransformedWorkload(Workload):
             self._column_norms[key] = values
         return self._column_norms[key]
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         u, v = self._check_pairs(u, v)
         if np.all(v == self.size):
             return self.column_norms(norm)[u].copy()

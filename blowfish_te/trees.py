@@ -11,7 +11,9 @@ the privacy loss of a chain adds up (group privacy). Every constructor here retu
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,7 +22,10 @@ from ._graph import csgraph_ready
 from ._grid import shape_label as _fmt
 from ._validation import check_int, check_shape, check_size, is_int
 from .forest import RootedForest
-from .policies import BOTTOM, PairEdges, Policy, check_policy
+from .policies import BOTTOM, PairEdges, Policy, ShapeLike, check_policy
+
+if TYPE_CHECKING:
+    from .policies import _Bottom
 
 __all__ = [
     "Stretch",
@@ -68,7 +73,7 @@ def _centre(shape: tuple[int, ...], centre) -> int:
 # -- trees defined by the domain ----------------------------------------------------------------
 
 
-def line(shape) -> Policy:
+def line(shape: ShapeLike) -> Policy:
     """The cells in row-major order, joined in a path (for 1-D threshold graphs, ℓ = θ)."""
     shape = check_shape(shape)
     k = math.prod(shape)
@@ -101,7 +106,7 @@ def _check_2d(shape) -> tuple[int, int]:
     return shape
 
 
-def snake(shape) -> Policy:
+def snake(shape: Sequence[int]) -> Policy:
     """A boustrophedon path through a 2-D grid: row 0 left to right, row 1 right to left, ..."""
     k1, k2 = shape = _check_2d(shape)
     rows, cols = np.meshgrid(np.arange(k1), np.arange(k2 - 1), indexing="ij")
@@ -114,7 +119,7 @@ def snake(shape) -> Policy:
     return _forest(shape, np.concatenate(u), np.concatenate(v), f"snake({shape})")
 
 
-def comb(shape, spine: int | None = None) -> Policy:
+def comb(shape: Sequence[int], spine: int | None = None) -> Policy:
     """A comb on a 2-D grid: every row is a path (a tooth), joined by the spine column ``spine``
     (default: the middle column, which halves the stretch of vertical grid edges)."""
     k1, k2 = shape = _check_2d(shape)
@@ -127,7 +132,7 @@ def comb(shape, spine: int | None = None) -> Policy:
     return _forest(shape, np.concatenate(u), np.concatenate(v), f"comb({shape}, spine={spine})")
 
 
-def star(shape, centre=None) -> Policy:
+def star(shape: ShapeLike, centre: int | tuple[int, ...] | _Bottom | None = None) -> Policy:
     """Every cell joined to ``centre`` (default: the middle cell; :data:`BOTTOM` gives the star
     around ⊥). ℓ <= 2 for every connected policy: the embedding of bounded DP."""
     shape = check_shape(shape)
@@ -198,13 +203,13 @@ def _search_tree(policy: Policy, centre, name: str, weight: bool) -> Policy:
     return _forest(policy.shape, child, pred[child], name, has_bottom=policy.has_bottom)
 
 
-def bfs(policy: Policy, centre=None) -> Policy:
+def bfs(policy: Policy, centre: int | tuple[int, ...] | _Bottom | None = None) -> Policy:
     """Breadth-first (fewest hops) tree of the policy graph from ``centre`` (default: middle cell)."""
     check_policy(policy)
     return _search_tree(policy, centre, f"bfs({policy.name}, centre={centre if centre is not None else 'middle'})", False)
 
 
-def shortest_path(policy: Policy, centre=None) -> Policy:
+def shortest_path(policy: Policy, centre: int | tuple[int, ...] | _Bottom | None = None) -> Policy:
     """Shortest-path tree of the policy graph from ``centre``, edges weighted by cell L1 distance."""
     check_policy(policy)
     return _search_tree(policy, centre, f"shortest_path({policy.name}, centre={centre if centre is not None else 'middle'})", True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from .partitioner import Partitioner
 from .plain import aggregation_gain, best_plan_under, workload_class
 from .privtree import PrivTree
 from .spatial import AGrid
+
+if TYPE_CHECKING:
+    from ..noise import RandomSource
 
 
 class Adaptive(NativeMechanism):
@@ -93,7 +97,8 @@ class Adaptive(NativeMechanism):
     def _workload_class(self, workload: Workload) -> str:
         return self._cache("workload class").get(workload, lambda: workload_class(workload, aggregation_gain(workload)))
 
-    def measure(self, workload, x, epsilon, gen, policy=None) -> Outcome:
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
         policy = self.needs_policy(policy)
         dependents = self.candidates(workload, policy)[0]
         first: Partitioner = dependents[0]

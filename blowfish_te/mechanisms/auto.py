@@ -4,6 +4,7 @@ the optimised one included when it fits a time budget."""
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .. import trees
 from .._validation import check_real
@@ -80,7 +81,7 @@ class Auto(Mechanism):
         """The names of the candidates compared (besides ``optimized``)."""
         return analytic_mechanisms() if self.candidates is None else self.candidates
 
-    def choices(self, workload: Workload, policy=None, route: str = "auto") -> tuple[list[tuple[Mechanism, str]], str]:
+    def choices(self, workload: Workload, policy: Policy | None = None, route: str = "auto") -> tuple[list[tuple[Mechanism, str]], str]:
         """The (mechanism, route) pairs to compare, and a sentence on the budgets: the optimised
         strategy joins with every route when all its optimisations fit, with the exact route alone
         when only that one does (route ``"auto"``), else not at all; a self-tuning native candidate
@@ -141,7 +142,7 @@ class Auto(Mechanism):
             raise ValueError(f"no candidate of {self.compared()} has an analytic error for {workload.name}")
         return best
 
-    def expected_error(self, workload, epsilon):
+    def expected_error(self, workload: Workload | ArrayLike, epsilon: float) -> float | None:
         workload = as_workload(workload)
         return self.best(workload, epsilon).expected_error(workload, epsilon)
 

@@ -107,7 +107,7 @@ class DAWA(Mechanism):
                              f"got {partition!r}")
         self.partition = partition
 
-    def partition_kind(self, domain) -> str:
+    def partition_kind(self, domain: tuple[int, ...]) -> str:
         """``"intervals"`` (DAWA's tiling along :meth:`layout`) or ``"tree"`` (the deviation
         quadtree) for ``domain``: the given ``partition``, else intervals in 1-D and a tree on a grid."""
         if self.partition is not None:
@@ -131,7 +131,7 @@ class DAWA(Mechanism):
         return error_model(self.name, len(workload.domain), workload_class(workload, self._gain(workload)),
                            calibrated=calibrated)
 
-    def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Decision | None:
+    def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource) -> Decision | None:
         """The private check of a release (validated arguments; the first draws from ``gen``, so
         the same seed gives the decision :meth:`run` takes): :func:`~blowfish_te.selection.measure`
         along :meth:`layout` and :func:`~blowfish_te.selection.decide` with :meth:`model`; None
@@ -182,7 +182,7 @@ class DAWA(Mechanism):
         cells = workload_class(workload, self._gain(workload)) == "cells"
         return decision.features.scale if cells else None
 
-    def partitioned(self, workload: Workload, x: np.ndarray, eps1: float, eps2: float, gen,
+    def partitioned(self, workload: Workload, x: np.ndarray, eps1: float, eps2: float, gen: RandomSource,
                     scale: float | None = None) -> np.ndarray:
         """DAWA's two steps on validated arguments: the partition at ``eps1``
         (:meth:`partition_labels`), the bucket totals at ``eps2`` (ε₁ + ε₂ of the release,
@@ -193,7 +193,7 @@ class DAWA(Mechanism):
         estimator = self.estimator or lowest_error(reduced, STAGE_TWO)
         return estimator.run(reduced, totals, eps2, gen)
 
-    def partition_labels(self, workload: Workload, x: np.ndarray, eps1: float, eps2: float, gen,
+    def partition_labels(self, workload: Workload, x: np.ndarray, eps1: float, eps2: float, gen: RandomSource,
                          scale: float | None = None) -> np.ndarray:
         """The private partition at ``eps1`` (ε₁-DP), as a bucket label per cell: the deviation
         quadtree (:func:`~blowfish_te.mechanisms.privtree.tree_labels`), or DAWA's intervals along
@@ -212,13 +212,13 @@ class DAWA(Mechanism):
                                        max_length=None if factor == 1 else workload.size)
         return labels
 
-    def layout(self, domain) -> np.ndarray:
+    def layout(self, domain: tuple[int, ...]) -> np.ndarray:
         """The cells in the order the partition reads them (data-independent)."""
         if len(domain) == 1 or self.order == "rows":
             return np.arange(int(np.prod(domain)))
         return hilbert_order(domain)
 
-    def plain(self, workload: Workload, x: np.ndarray, epsilon: float, gen, smooth_along: np.ndarray | None) -> np.ndarray:
+    def plain(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource, smooth_along: np.ndarray | None) -> np.ndarray:
         """The release without a partition (every cell its own bucket): the plain strategy on the
         whole workload; when that is Laplace on every cell and ``smooth_along`` gives the cell
         order, the noisy counts smoothed along it (post-processing)."""
@@ -301,7 +301,7 @@ class MWEM(RecordTotal, Mechanism):
         return Outcome(np.asarray(workload.matvec(estimate), dtype=np.float64))
 
 
-def exponential_choice(utility: np.ndarray, excluded: np.ndarray, gen) -> int:
+def exponential_choice(utility: np.ndarray, excluded: np.ndarray, gen: RandomSource) -> int:
     """The exponential mechanism over the queries not ``excluded``: index q with probability ∝
     exp(utility_q), by the Gumbel-max trick (McSherry, Talwar 2007; ``utility`` = ε·score/(2Δ)
     for an ε-DP choice when every score moves by at most Δ). Floating point, not hardened."""

@@ -4,11 +4,13 @@ HDMM's marginals template: McKenna, Miklau, Hay, Machanavajjhala, VLDB 2018)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .._cache import IdentityCache
 from .._validation import check_int
-from ..noise import add_laplace
+from ..noise import RandomSource, add_laplace
 from ..policies import Policy
 from ..routes import Outcome
 from ..strategies.marginals import (
@@ -85,7 +87,8 @@ class MarginalMechanism(LinearMechanism):
         strategy = self._strategy_for(workload, policy)
         return tuple(dict.fromkeys(strategy.subsets + strategy.exact))
 
-    def measure(self, workload, x, epsilon, gen, policy=None) -> Outcome:
+    def measure(self, workload: Workload, x: np.ndarray | MarginalCounts, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
         """A release from the histogram ``x`` or from :class:`~blowfish_te.workloads.MarginalCounts`."""
         strategy = self._strategy_for(workload, policy)
         if isinstance(x, MarginalCounts):
@@ -94,7 +97,8 @@ class MarginalMechanism(LinearMechanism):
             tables, known = strategy.tables(x), [marginal_table(x, workload.domain, e) for e in strategy.exact]
         return self.measure_tables(workload, tables, known, epsilon, gen, policy)
 
-    def measure_tables(self, workload, tables, known, epsilon, gen, policy=None) -> Outcome:
+    def measure_tables(self, workload: Workload, tables: Sequence[np.ndarray], known: Sequence[np.ndarray], epsilon: float,
+                       gen: RandomSource, policy: Policy | None = None) -> Outcome:
         """The release from the marginal tables the strategy measures (``tables``, in the order
         of its ``subsets``, unweighted counts) and the exact ones (``known``, in the order of its
         ``exact``): what :meth:`measure` computes from a histogram, or a caller counts from records."""

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..strategies import GeneralStrategy, LeastSquares
 from ..workloads import Workload, as_workload
 from .base import LinearMechanism, Mechanism
+
+if TYPE_CHECKING:
+    from ..policies import Policy
 
 
 class MatrixMechanism(LinearMechanism, register=False):
@@ -55,7 +60,7 @@ class NonNegative(LinearMechanism):
     def strategy(self, workload: Workload) -> Workload:
         return self.mechanism.strategy(workload)
 
-    def policy_strategy(self, workload: Workload, policy) -> Workload:
+    def policy_strategy(self, workload: Workload, policy: Policy) -> Workload:
         return self.mechanism.policy_strategy(workload, policy)
 
     def reconstruct(self, workload: Workload, strategy: Workload, y: np.ndarray) -> np.ndarray:

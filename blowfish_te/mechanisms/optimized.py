@@ -4,7 +4,7 @@ Machanavajjhala, PVLDB 2018), and for the policy's own sensitivity in the exact 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from .._validation import check_int
 from ..policies import Policy
 from ..sensitivity import sensitivity
 from ..strategies import IdentityStrategy, optimize_pidentity
-from ..strategies.kronecker import kronecker_rows, optimize_kronecker
+from ..strategies.kronecker import KroneckerStrategy, kronecker_rows, optimize_kronecker
 from ..strategies.pidentity import MAX_COLUMN_SCALE, PIDENTITY_MAXITER, PIdentityStrategy, default_restarts, default_rows
 from ..strategies.store import StrategyStore, default_store, strategy_key
 from ..workloads import Boxes, Workload
@@ -179,10 +179,10 @@ class Optimized(LinearMechanism):
         only_bottom = policy.is_unbounded_dp
         return not only_bottom and 0 < policy.num_edges * rows <= MAX_EDGE_ENTRIES
 
-    def strategy(self, workload: Workload):
+    def strategy(self, workload: Workload) -> IdentityStrategy | PIdentityStrategy | KroneckerStrategy:
         return self._cache("strategy").get(workload, lambda: self._kept(workload, None, lambda: self._optimize(workload, None)))
 
-    def policy_strategy(self, workload: Workload, policy: Policy):
+    def policy_strategy(self, workload: Workload, policy: Policy) -> IdentityStrategy | PIdentityStrategy | KroneckerStrategy:
         per_workload = self._cache("policy strategy").get(workload, IdentityCache)
         return per_workload.get(policy, lambda: self._for_policy(workload, policy))
 
@@ -230,7 +230,7 @@ class Built:
     summary: str
 
 
-def build_standard(out: str | Path | None = None, names=None) -> Iterator[Built]:
+def build_standard(out: str | Path | None = None, names: Iterable[str] | None = None) -> Iterator[Built]:
     """Optimise the standard workloads' strategies (``names``, default all) that are not stored
     yet, with :class:`~blowfish_te.mechanisms.Optimized`'s defaults, and plan ``auto`` for each
     under :func:`standard_policies`, writing them to ``out`` (default: the user's cache

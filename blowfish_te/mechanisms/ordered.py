@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._cache import IdentityCache
 from .._grid import ceil_log
 from .._validation import check_epsilon, check_int, check_real
-from ..noise import add_laplace
+from ..noise import RandomSource, add_laplace
 from ..policies import Policy, line
 from ..policies import from_edges as policies_from_edges
 from ..routes import Outcome
@@ -88,11 +89,12 @@ class Ordered(NativeMechanism):
         k = policy.size
         return _prefixes(k, np.arange(k - 1 if _public_total(policy) else k))
 
-    def serves(self, workload, policy) -> bool:
+    def serves(self, workload: Workload, policy: Policy) -> bool:
         _check_ordered(policy, workload, self.name)
         return True
 
-    def measure(self, workload, x, epsilon, gen, policy=None) -> Outcome:
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
         policy = self.needs_policy(policy)
         k = policy.size
         public = _public_total(policy)
@@ -116,7 +118,7 @@ class Ordered(NativeMechanism):
         totals = {k - 1: int(x.sum())} if public else {}
         return Outcome(np.asarray(workload.matvec(estimate), dtype=np.float64), totals, delta, scale)
 
-    def expected_error(self, workload, epsilon, policy=None) -> float | None:
+    def expected_error(self, workload: Workload | ArrayLike, epsilon: float, policy: Policy | None = None) -> float | None:
         """2 (Δ/ε)² Σ_j ‖W (e_j - e_{j+1})‖² (+ ‖W e_{K-1}‖² when n is measured), unconstrained."""
         policy = self.needs_policy(policy)
         if self.constrained:
@@ -307,11 +309,12 @@ class OrderedHierarchical(NativeMechanism):
             tree = transform(_line_to_bottom(k))
         return GeneralStrategy(tree.workload(weighted)), tree
 
-    def serves(self, workload, policy) -> bool:
+    def serves(self, workload: Workload, policy: Policy) -> bool:
         _check_ordered(policy, workload, self.name)
         return True
 
-    def measure(self, workload, x, epsilon, gen, policy=None) -> Outcome:
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
         policy = self.needs_policy(policy)
         groups, weighted = self._plan(policy, epsilon, *self._settings(workload, policy))
         if weighted is None:  # a single cell with a public total: nothing to measure
@@ -330,7 +333,7 @@ class OrderedHierarchical(NativeMechanism):
         return Outcome(np.asarray(workload.matvec(estimate), dtype=np.float64), totals,
                        max(delta for _, _, delta, _ in groups), max(scale for _, _, _, scale in groups))
 
-    def expected_error(self, workload, epsilon, policy=None) -> float:
+    def expected_error(self, workload: Workload | ArrayLike, epsilon: float, policy: Policy | None = None) -> float:
         """2 ‖W A_w⁺‖_F² for the noise-weighted strategy A_w (unit Laplace scale), exact.
 
         The split does not depend on ε, so every weight scales with ε and the error is exactly
@@ -344,7 +347,7 @@ class OrderedHierarchical(NativeMechanism):
         at_unit = per_policy.get(workload, lambda: self._unit_error(workload, policy, *self._settings(workload, policy)))
         return at_unit / epsilon**2
 
-    def measurements(self, workload, policy: Policy, epsilon: float) -> Workload | None:
+    def measurements(self, workload: Workload | ArrayLike, policy: Policy, epsilon: float) -> Workload | None:
         """The rows a release of ``workload`` measures at ``epsilon``, each group weighted by
         ε_group/Δ_group, so unit Laplace noise on them is the release's noise (their L1 sensitivity
         under ``policy`` is at most ε); None when nothing is measured (one cell, n public). For

@@ -6,6 +6,8 @@ histogram algorithm that works under any policy, cyclic ones included."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .._cache import IdentityCache
@@ -18,7 +20,7 @@ from ..partitions import (
     quotient_policy,
 )
 from ..policies import Policy
-from ..routes import Outcome, plan_routes
+from ..routes import Candidate, Outcome, plan_routes
 from ..selection import Decision, ErrorModel, decide, error_model, measure
 from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
 from ..workloads import BucketWorkload, Workload, evenly_spaced_queries, identity
@@ -28,6 +30,9 @@ from .hierarchical import HB, Privelet
 from .laplace import Identity
 from .plain import aggregation_gain, best_plan_under, workload_class
 from .spatial import hilbert_order
+
+if TYPE_CHECKING:
+    from ..noise import RandomSource
 
 PARTITIONS = ("dawa", "matching", "noisy_pairing")
 #: Linear strategies for the bucket totals, compared by analytic error under the quotient policy.
@@ -139,7 +144,7 @@ class PartitionThenTransform(NativeMechanism):
         protocol): :meth:`split`."""
         return self.split(workload, policy)
 
-    def release_partitioned(self, workload: Workload, x: np.ndarray, epsilon: float, gen, policy: Policy,
+    def release_partitioned(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource, policy: Policy,
                             decision: Decision, notes: str) -> Outcome:
         """The partition branch at ``epsilon``, its DAWA buckets priced by the decision's noisy
         N·ε/K for histogram-like workloads."""
@@ -153,7 +158,8 @@ class PartitionThenTransform(NativeMechanism):
             plan_routes(workload, policy, 1.0, self.estimator)
         return True
 
-    def measure(self, workload, x, epsilon, gen, policy=None) -> Outcome:
+    def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                policy: Policy | None = None) -> Outcome:
         policy = self.needs_policy(policy)
         eps1 = self.split(workload, policy) * epsilon
         if self.selects(workload, policy):
@@ -175,7 +181,7 @@ class PartitionThenTransform(NativeMechanism):
         # auto's choice: depends on (W, G) only, planned once
         return self._cache("plan").get(workload, IdentityCache).get(policy, lambda: best_plan_under(workload, policy))
 
-    def partitioned(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, eps1: float, gen,
+    def partitioned(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, eps1: float, gen: RandomSource,
                     notes: str, scale: float | None = None) -> Outcome:
         """The partition at ``eps1`` (none when 0; DAWA's buckets priced up by
         :func:`~blowfish_te.partitions.price_factor` of the noisy ``scale`` N·ε/K, when given) and
@@ -206,7 +212,7 @@ def public_total(policy: Policy, x: np.ndarray) -> int | None:
     return None if policy.has_bottom else int(np.sum(x))
 
 
-def cell_noise(policy: Policy, chosen, scale: float) -> CellNoise | None:
+def cell_noise(policy: Policy, chosen: Candidate, scale: float) -> CellNoise | None:
     """The public noise of Identity's cell estimates released along ``chosen`` (a route of
     :func:`blowfish_te.plan`) with Laplace scale ``scale``: independent in the exact route and
     under unbounded DP (the transform is the identity), a path along the line policy's transform;
@@ -233,8 +239,8 @@ def _route_of(chosen, policy: Policy) -> tuple[str, Policy | None]:
     return ("auto" if chosen.route == "native" else chosen.route), tree
 
 
-def plain_release(workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen, estimator: Mechanism,
-                  chosen, smoothed: bool, notes: str) -> Outcome:
+def plain_release(workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen: RandomSource, estimator: Mechanism,
+                  chosen: Candidate, smoothed: bool, notes: str) -> Outcome:
     """``estimator`` along the route ``chosen`` (a candidate of :func:`blowfish_te.plan`) at
     ``epsilon``; when ``smoothed``, the estimator is Identity and its noise is one of
     :func:`cell_noise`'s models, the cells are released, smoothed (:func:`blowfish_te.smoothing.smooth`,
@@ -261,7 +267,7 @@ def plain_release(workload: Workload, x: np.ndarray, policy: Policy, epsilon: fl
                    f"{notes}; ran {estimator.name} ({chosen.route})")
 
 
-def best_plan(workload: Workload, policy: Policy):
+def best_plan(workload: Workload, policy: Policy) -> tuple[Mechanism, Candidate]:
     """(mechanism, candidate): the strategy of :data:`BUCKET_STRATEGIES` and the route with the
     lowest analytic error for ``workload`` under ``policy``, judged on at most
     :data:`PROBE_QUERIES` evenly spaced queries (ε does not change the order)."""

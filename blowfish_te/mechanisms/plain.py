@@ -5,17 +5,21 @@ the data."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..workloads import Workload, evenly_spaced_queries
 from ..workloads.buckets import DENSE_GRAM_BUCKETS
-from .base import LinearMechanism
+from .base import LinearMechanism, Mechanism
 from .hierarchical import HB, GreedyH
 from .laplace import Identity
 
 if TYPE_CHECKING:
+    from ..policies import Policy
+    from ..routes import Candidate
+    from .auto import Auto
     from .optimized import Optimized
 
 #: Iteration limits of the stage-two p-Identity search (one start), the longer where it fits: at
@@ -109,7 +113,7 @@ def workload_class(workload: Workload, gain: float | None = None) -> str:
     return "cells" if gain < (CELLS_GAIN if len(workload.domain) == 1 else GRID_CELLS_GAIN) else "ranges"
 
 
-def lowest_error(workload: Workload, candidates) -> LinearMechanism:
+def lowest_error(workload: Workload, candidates: Iterable[type[LinearMechanism] | Callable[[Workload], LinearMechanism | None]]) -> LinearMechanism:
     """A fresh mechanism from ``candidates`` (classes, or functions of ``workload`` making one or
     None) with the lowest analytic error on a probe of ``workload``, the first on a tie: GreedyH
     only up to :data:`MAX_GREEDY_BUCKETS` cells."""
@@ -145,7 +149,7 @@ def best_linear(workload: Workload) -> LinearMechanism:
     return chosen
 
 
-def best_plan_under(workload: Workload, policy, auto=None):
+def best_plan_under(workload: Workload, policy: Policy, auto: Auto | None = None) -> tuple[Mechanism, Candidate]:
     """(mechanism, candidate): ``auto``'s choice and route for ``workload`` under ``policy`` (the
     registered ``auto`` unless another :class:`~blowfish_te.mechanisms.Auto` is given)
     (:func:`blowfish_te.routes.plan_routes`; ε does not change the order), Identity's where it
@@ -163,7 +167,7 @@ def best_plan_under(workload: Workload, policy, auto=None):
     return chosen.mechanism, chosen
 
 
-def plain_strategy(mechanism, workload: Workload) -> LinearMechanism:
+def plain_strategy(mechanism: Mechanism, workload: Workload) -> LinearMechanism:
     """The plain release ``mechanism`` falls back to for ``workload``: :func:`best_linear` (cached by
     the mechanism, so a workload is planned once)."""
     return mechanism._cache("plain strategy").get(workload, lambda: best_linear(workload))

@@ -5,6 +5,7 @@ decisions cost a constant amount of ε, however deep the tree grows, on a domain
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -69,7 +70,7 @@ def box_deviations(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 SCORES = ("count", "deviation")
 
 
-def privtree_leaves(x: np.ndarray, epsilon: float, gen, threshold: float = 0.0,
+def privtree_leaves(x: np.ndarray, epsilon: float, gen: RandomSource, threshold: float = 0.0,
                     score: str = "count") -> tuple[np.ndarray, np.ndarray]:
     """The leaves (lo, hi), boxes [lo, hi) of the grid ``x`` (any number of axes), of PrivTree's
     decomposition, which is ε-DP for unit changes of x ≥ 0.
@@ -110,20 +111,20 @@ def privtree_leaves(x: np.ndarray, epsilon: float, gen, threshold: float = 0.0,
     return np.concatenate(leaves_lo), np.concatenate(leaves_hi)
 
 
-def tree_labels(x: np.ndarray, epsilon: float, gen, threshold: float = 0.0, score: str = "count") -> np.ndarray:
+def tree_labels(x: np.ndarray, epsilon: float, gen: RandomSource, threshold: float = 0.0, score: str = "count") -> np.ndarray:
     """The leaves of :func:`privtree_leaves` as bucket labels of the cells (flat), numbered along
     the grid's curve (:func:`leaf_order`); ε-DP as the leaves are (the rest is post-processing)."""
     lo, hi = privtree_leaves(x, epsilon, gen, threshold=threshold, score=score)
     return leaf_order(x.shape, box_labels(x.shape, lo, hi))
 
 
-def box_labels(shape, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def box_labels(shape: Sequence[int], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Label (row of ``lo``/``hi``) of every cell, flat, for disjoint boxes [lo, hi) covering the
     grid: each cell is covered once, so painting box r with weight r leaves r on its cells."""
     return np.rint(coverage(tuple(shape), lo, hi - 1, np.arange(lo.shape[0], dtype=np.float64))).astype(np.int64)
 
 
-def leaf_order(shape, labels: np.ndarray) -> np.ndarray:
+def leaf_order(shape: Sequence[int], labels: np.ndarray) -> np.ndarray:
     """Labels renumbered so that leaves follow the grid's curve: leaf r becomes the rank of its
     first cell along the Hilbert curve on a 2-D grid, along the flat (row-major) order otherwise.
     Data-independent given the leaves, so a hierarchy over the leaves sees neighbours as
@@ -195,7 +196,7 @@ class PrivTree(Mechanism):
         gain = self._cache("aggregation gain").get(workload, lambda: aggregation_gain(workload))
         return error_model(self.name, len(workload.domain), workload_class(workload, gain), calibrated=calibrated)
 
-    def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Decision | None:
+    def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource) -> Decision | None:
         """The private check of a release (validated arguments; the first draws from ``gen``):
         :func:`~blowfish_te.selection.measure` (along the Hilbert curve on a grid) and
         :func:`~blowfish_te.selection.decide` with :meth:`model`; None without ``select`` or on

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -25,7 +26,7 @@ from .base import Mechanism, RecordTotal
 from .plain import aggregation_gain, plain_strategy, workload_class
 
 
-def hilbert_order(shape) -> np.ndarray:
+def hilbert_order(shape: Sequence[int]) -> np.ndarray:
     """Flat indices of the cells of a 2-D grid in Hilbert-curve order (the curve on the enclosing
     2^n × 2^n square, cells outside the grid skipped), so consecutive cells are close in space.
     Computed once per shape (a read-only array)."""
@@ -143,7 +144,7 @@ def _overlaps(lo: np.ndarray, hi: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     return np.maximum(0, np.minimum(hi[:, None] + 1, cuts[None, 1:]) - np.maximum(lo[:, None], cuts[None, :-1]))
 
 
-def block_spread_terms(lo: np.ndarray, hi: np.ndarray, shape, row_cuts: np.ndarray, col_cuts: np.ndarray
+def block_spread_terms(lo: np.ndarray, hi: np.ndarray, shape: Sequence[int], row_cuts: np.ndarray, col_cuts: np.ndarray
                        ) -> tuple[np.ndarray, float]:
     """For m rectangles [lo_q, hi_q] (inclusive) of a grid and the blocks cut by ``row_cuts`` ×
     ``col_cuts``, with U the operator spreading each block's total evenly over its cells and
@@ -232,7 +233,7 @@ class UGrid(_GridMechanism):
         wanted = total * epsilon / self.c
         return max(1, math.isqrt(int(rows * cols / wanted))) if wanted > 0 else max(rows, cols)
 
-    def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen) -> Decision:
+    def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource) -> Decision:
         """The grids' check (:meth:`_GridMechanism.check`); then, for rectangle workloads where the
         model picks the blocks, the blocks judged on their own error: exactly when they carry no
         bias for the queries (single cells, or queries made of whole blocks: their noise against

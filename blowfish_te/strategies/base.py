@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._validation import check_real_array
 from ..transform import TransformedWorkload
@@ -36,7 +37,7 @@ class LeastSquares(Workload):
     def _pinv_rmatmat(self, x: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def pinv(self, y) -> np.ndarray:
+    def pinv(self, y: ArrayLike) -> np.ndarray:
         """x̂ = A⁺ y: the least-squares estimate of the data from measurements y ((p,) or (p, c))."""
         y = check_real_array(y, "y", copy=False)  # read only: every estimator returns a new array
         p = self.shape[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._grid import shape_label
 from .._validation import check_shape
@@ -80,10 +81,10 @@ class GeneralStrategy(LeastSquares, Workload):
     def _rmatmat(self, y):
         return self.base._rmatmat(y)
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         return self.base.difference_norms(u, v, norm)
 
-    def column_diameter(self, cells=None) -> float:
+    def column_diameter(self, cells: ArrayLike | None = None) -> float:
         return self.base.column_diameter(cells)
 
     def _pinv_matmat(self, y):

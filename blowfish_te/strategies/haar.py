@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._grid import shape_label
 from .._validation import check_shape
@@ -174,7 +175,7 @@ class HaarStrategy(LeastSquares, Workload):
         check_norm(norm)
         return np.full(self.size, float(math.prod(m + 1 for m in self.levels)))
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         """1-D closed form: cells whose m-bit indices share t leading bits differ on the row of the
         block where they part (by 2) and on one row per finer level each (by 1 and 1), so the
         L1 norm is 2(m - t) and the squared L2 norm 2(m - t) + 2. Other dimensions: from the
@@ -253,7 +254,7 @@ class HaarStrategy(LeastSquares, Workload):
         diff = np.bitwise_xor(a, b)
         return np.where(diff == 0, m, m - np.floor(np.log2(np.maximum(diff, 1))).astype(np.int64) - 1)
 
-    def column_diameter(self, cells=None) -> float:
+    def column_diameter(self, cells: ArrayLike | None = None) -> float:
         """1-D: the two extreme cells part at the coarsest level of any pair, 2(m - t(min, max))."""
         if len(self.domain) > 1:
             return super().column_diameter(cells)

@@ -38,9 +38,11 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._grid import shape_label
 from .._validation import check_int, check_real_array, check_shape
@@ -223,7 +225,7 @@ class TreeStrategy(LeastSquares, Boxes):
             self._setup(hierarchy, None, weights, name)
 
     @classmethod
-    def per_level(cls, hierarchy: Hierarchy, level_weights, name: str | None = None) -> TreeStrategy:
+    def per_level(cls, hierarchy: Hierarchy, level_weights: ArrayLike, name: str | None = None) -> TreeStrategy:
         """The strategy weighing every node of level l by ``level_weights[l]`` (no per-node array)."""
         if not isinstance(hierarchy, Hierarchy):
             raise TypeError(f"hierarchy must be a Hierarchy, got {type(hierarchy).__name__}")
@@ -725,7 +727,8 @@ class TreeStrategy(LeastSquares, Boxes):
         return z_bar[self._measured] if self.weights is None else z_bar[self._measured] / self.weights[:, None]
 
 
-def hierarchical(domain, branching: int, root: bool = True, level_weights=None, name: str | None = None) -> TreeStrategy:
+def hierarchical(domain: int | Sequence[int], branching: int, root: bool = True, level_weights: ArrayLike | None = None,
+                 name: str | None = None) -> TreeStrategy:
     """A hierarchy strategy with one weight per level (uniform budget by default: all ones).
 
     ``root=False`` leaves the total unmeasured; ``level_weights[l]`` weighs every node of level l.

@@ -19,6 +19,7 @@ import itertools
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._validation import check_int
 from ..noise import RNGLike, check_rng
@@ -86,7 +87,7 @@ class KroneckerStrategy(LeastSquares, Workload):
             return float((weights * self.axis_quadratics(workload).prod(axis=0)).sum())
         return super().lstsq_frobenius_sq(workload)
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         """‖a_u - a_v‖ block by block: the factors' columns are [e_i/s_i; n_i], n_i = θ_i/s_i, and a
         block that takes the identity part on the axes S and Θ parts on the others is shared by
         u and v only when they agree on S; ``v = K`` is ⊥ (a zero column)."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,7 +71,7 @@ class Moves:
     patterns: tuple[int, ...]
     bottom: bool
 
-    def costs(self, masks) -> np.ndarray:
+    def costs(self, masks: Iterable[int]) -> np.ndarray:
         """(patterns [+ 1 for ⊥]) × subsets: the L1 change of each marginal under each move."""
         masks = np.asarray(list(masks), dtype=np.int64)
         rows = [np.where(masks & p, 2.0, 0.0) for p in self.patterns]
@@ -209,14 +210,14 @@ class MarginalStrategy(Workload):
     def _known(self, subset) -> bool:
         return any(set(subset) <= set(e) for e in self.exact)
 
-    def eigenvalue(self, subset) -> float:
+    def eigenvalue(self, subset: Iterable[int]) -> float:
         """λ_T = Σ_{S ⊇ T} w_S²/N_S (infinite for a component known exactly)."""
         if self._known(subset):
             return math.inf
         t = set(subset)
         return float(sum(w * w / n for s, w, n in zip(self.subsets, self.weights, self._sizes) if t <= set(s)))
 
-    def error_factor(self, workload_subsets) -> float:
+    def error_factor(self, workload_subsets: Iterable[Iterable[int]]) -> float:
         """Σ_R Σ_{T⊆R} r_T/(N_R λ_T): the expected total squared error of least squares over
         the workload's marginals R is 2 (Δ/ε)² times this (infinite when the strategy does not
         support the workload)."""
@@ -252,7 +253,7 @@ class MarginalStrategy(Workload):
         """The unweighted marginal tables M_S x of a histogram, one per measured set."""
         return [marginal_table(x, self.domain, s) for s in self.subsets]
 
-    def answer(self, workload_subsets, measured, known) -> np.ndarray:
+    def answer(self, workload_subsets: Iterable[Sequence[int]], measured: Sequence[np.ndarray], known: Sequence[np.ndarray]) -> np.ndarray:
         """Least-squares answers to the marginals ``workload_subsets`` (attribute tuples, each
         table raveled in its own attribute order, concatenated) from ``measured`` — the noisy
         tables y_S (already weighted: w_S M_S x + noise) in the order of :attr:`subsets` — and
@@ -341,8 +342,8 @@ def _lattice(shape, workload_subsets, free: int | None, max_cells: int) -> list[
     return sorted(m for m in pool if not _is_free(m, free) and (m in own or math.prod(shape[a] for a in _members(m, d)) <= max_cells))
 
 
-def optimize_weights(shape, workload_subsets, moves: Moves, max_cells: int = MAX_TABLE_CELLS,
-                     restarts: int = 12, rng=0) -> MarginalStrategy:
+def optimize_weights(shape: Sequence[int], workload_subsets: Iterable[Iterable[int]], moves: Moves, max_cells: int = MAX_TABLE_CELLS,
+                     restarts: int = 12, rng: int | np.random.Generator | None = 0) -> MarginalStrategy:
     """Weights over the lattice of marginals that minimise the expected error of least squares
     for the workload's marginals under ``moves``: min (Δ(w))² Σ_T r_T μ_T/λ_T(w) by projected L-BFGS
     (HDMM's marginals template, here with the policy's sensitivity: for several move patterns the
@@ -509,7 +510,7 @@ def _measured_own(workload_subsets, free: int | None) -> list[tuple[int, ...]]:
     return seen
 
 
-def own_marginals(shape, workload_subsets, moves: Moves) -> MarginalStrategy:
+def own_marginals(shape: Sequence[int], workload_subsets: Iterable[Iterable[int]], moves: Moves) -> MarginalStrategy:
     """The workload's own marginals, each with weight 1, those on free attributes known exactly."""
     shape = tuple(int(n) for n in shape)
     free = moves.free_attributes(len(shape))

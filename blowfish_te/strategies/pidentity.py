@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+from numpy.typing import ArrayLike
 
 from .._validation import check_int, check_real, check_real_array
 from ..noise import RNGLike, check_rng
@@ -113,7 +114,7 @@ class PIdentityStrategy(LeastSquares, Workload):
         z = self._solve_gram(self.scale[:, None] * np.asarray(x, dtype=np.float64))
         return np.concatenate([z, self.theta @ z])
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         """Column u is e_u/s_u over Θ_u/s_u: for u != v the difference has 1/s_u and 1/s_v on top."""
         u, v = self._check_pairs(u, v)
         check_norm(norm)

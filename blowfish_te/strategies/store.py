@@ -31,10 +31,11 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +43,12 @@ from .._digest import digest
 from .general import IdentityStrategy
 from .kronecker import KroneckerStrategy
 from .pidentity import PIdentityStrategy
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+    from ..policies import Policy
+    from ..workloads import Workload
 
 #: Environment variable naming the cache directory ("off" disables it).
 CACHE_ENV = "BLOWFISH_TE_CACHE_DIR"
@@ -64,12 +71,12 @@ def cache_directory() -> Path | None:
     return base / "blowfish_te" / "strategies"
 
 
-def shipped_directory():
+def shipped_directory() -> Traversable:
     """The strategies shipped with the package (a :mod:`importlib.resources` traversable)."""
     return resources.files("blowfish_te") / "data" / "strategies"
 
 
-def strategy_key(template: str, workload, policy, params: tuple) -> str | None:
+def strategy_key(template: str, workload: Workload, policy: Policy | None, params: tuple) -> str | None:
     """The entry's name: a digest of the library version, :data:`REVISION`, ``template``, the
     workload's and the policy's fingerprints and ``params``; None when the workload has no fingerprint."""
     from .._version import __version__
@@ -80,7 +87,7 @@ def strategy_key(template: str, workload, policy, params: tuple) -> str | None:
     return digest("strategy", __version__, REVISION, template, fingerprint, None if policy is None else policy.fingerprint(), params)
 
 
-def to_arrays(strategy) -> dict[str, np.ndarray]:
+def to_arrays(strategy: IdentityStrategy | PIdentityStrategy | KroneckerStrategy) -> dict[str, np.ndarray]:
     """The arrays that define an identity, p-Identity or Kronecker (p-Identity factors) strategy."""
     if isinstance(strategy, IdentityStrategy):
         return {"kind": np.array("identity")}
@@ -92,7 +99,7 @@ def to_arrays(strategy) -> dict[str, np.ndarray]:
     raise TypeError(f"cannot store a strategy of type {type(strategy).__name__}")
 
 
-def from_arrays(arrays, domain: tuple[int, ...]):
+def from_arrays(arrays: Mapping[str, np.ndarray], domain: tuple[int, ...]) -> IdentityStrategy | PIdentityStrategy | KroneckerStrategy:
     """The strategy :func:`to_arrays` described, over ``domain``; ValueError when they do not fit it."""
     kind = str(arrays["kind"])
     if kind == "identity":
@@ -114,7 +121,7 @@ def _policy_print(policy) -> str | None:
     return policy.fingerprint() if policy.num_edges <= MAX_FINGERPRINT_EDGES else None
 
 
-def choice_key(chooser, workload, policy, route: str) -> str | None:
+def choice_key(chooser: Any, workload: Workload, policy: Policy, route: str) -> str | None:
     """The name of a chooser's stored choice (``auto``: which candidate and route won, and every
     candidate's error): a digest of the library version, :data:`REVISION`, the chooser's name and
     parameters, the names it compares (plug-ins included), the workload's and the policy's
@@ -154,7 +161,7 @@ class StrategyStore:
         """Whether a file for ``key`` exists (it may still fail to load)."""
         return key is not None and any(path.is_file() for path in self._candidates(key))
 
-    def load(self, key: str | None, domain: tuple[int, ...]):
+    def load(self, key: str | None, domain: tuple[int, ...]) -> IdentityStrategy | PIdentityStrategy | KroneckerStrategy | None:
         """The stored strategy for ``key`` over ``domain``, or None (absent, damaged, not a usable
         strategy, or not fitting)."""
         if key is None:
@@ -171,7 +178,7 @@ class StrategyStore:
                 return strategy
         return None
 
-    def save(self, key: str | None, strategy) -> None:
+    def save(self, key: str | None, strategy: IdentityStrategy | PIdentityStrategy | KroneckerStrategy) -> None:
         """Write ``strategy`` under ``key`` (atomically; a directory that cannot be written is skipped)."""
         if key is not None:
             arrays = to_arrays(strategy)
@@ -219,7 +226,8 @@ class StrategyStore:
             return
         self._write(f"{key}.json", lambda out: out.write(text.encode("utf-8")))
 
-    def get(self, key: str | None, domain: tuple[int, ...], compute: Callable[[], object]):
+    def get(self, key: str | None, domain: tuple[int, ...], compute: Callable[[], IdentityStrategy | PIdentityStrategy | KroneckerStrategy],
+            ) -> IdentityStrategy | PIdentityStrategy | KroneckerStrategy:
         """The stored strategy for ``key``, else ``compute()`` (then stored)."""
         strategy = self.load(key, domain)
         if strategy is None:
@@ -239,7 +247,7 @@ def default_store() -> StrategyStore:
 
 
 @contextmanager
-def building_into(store: StrategyStore):
+def building_into(store: StrategyStore) -> Iterator[StrategyStore]:
     """Direct every stored record read or written through :func:`default_store` to ``store``
     alone while the block runs (``blowfish-te strategies --out``: the target folder alone decides
     what is missing, so a release build writes every file)."""

@@ -14,10 +14,13 @@ form where feasible.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._grid import shape_label as _fmt
 from .._validation import MAX_DOMAIN_CELLS, as_array, check_int, check_shape, check_size
@@ -69,7 +72,7 @@ def _cells(shape: tuple[int, ...]) -> np.ndarray:
     return np.indices(shape).reshape(len(shape), -1).T
 
 
-def identity(shape) -> Boxes:
+def identity(shape: int | Sequence[int]) -> Boxes:
     """One query per cell: the histogram itself.
 
     >>> identity(3) @ [5, 0, 2]
@@ -79,7 +82,7 @@ def identity(shape) -> Boxes:
     return Boxes(shape, None, None, name=f"identity({_fmt(shape)})")
 
 
-def prefix(shape) -> Boxes:
+def prefix(shape: int | Sequence[int]) -> Boxes:
     """Cumulative counts: for every cell t, the box [0, t] (in 1-D, the CDF counts x_0 + ... + x_t).
 
     >>> prefix(3) @ [5, 0, 2]
@@ -95,7 +98,7 @@ def all_ranges(k: int) -> AllRanges:
     return AllRanges(k)
 
 
-def ranges(k: int, lo, hi) -> Boxes:
+def ranges(k: int, lo: ArrayLike, hi: ArrayLike) -> Boxes:
     """The ranges [lo[i], hi[i]] (inclusive) of a domain of k cells."""
     k = check_size(k)
     lo, hi = as_array(lo, "lo").reshape(-1), as_array(hi, "hi").reshape(-1)
@@ -114,14 +117,14 @@ def random_ranges(k: int, m: int, rng: RNGLike = None) -> Boxes:
     return Boxes((k,), ends.min(0), ends.max(0), name=f"random_ranges({k}, m={m})")
 
 
-def rects(shape, lo, hi) -> Boxes:
+def rects(shape: int | Sequence[int], lo: ArrayLike, hi: ArrayLike) -> Boxes:
     """The boxes [lo[i], hi[i]] of a grid (rectangles in 2-D); lo and hi have shape (m, d)."""
     shape = check_shape(shape, "shape")
     lo, hi = as_array(lo, "lo"), as_array(hi, "hi")
     return Boxes(shape, lo, hi, name=f"rects({_fmt(shape)}, m={lo.shape[0] if lo.ndim else 0})")
 
 
-def random_rects(shape, m: int, rng: RNGLike = None) -> Boxes:
+def random_rects(shape: int | Sequence[int], m: int, rng: RNGLike = None) -> Boxes:
     """m boxes with, on every axis, two endpoints drawn uniformly then sorted.
 
     Sides come out short: on an axis of k cells the mean side is about k/3, so a box covers
@@ -135,7 +138,7 @@ def random_rects(shape, m: int, rng: RNGLike = None) -> Boxes:
     return Boxes(shape, ends.min(0), ends.max(0), name=f"random_rects({_fmt(shape)}, m={m})")
 
 
-def dpbench_ranges(shape, m: int, rng: RNGLike = None) -> Boxes:
+def dpbench_ranges(shape: int | Sequence[int], m: int, rng: RNGLike = None) -> Boxes:
     """m boxes drawn as DPBench's random range queries are (Hay et al., SIGMOD 2016): on every
     axis of k cells, a side s uniform on 1..k, then a lower corner uniform on 0..k - s, the axes
     independent. Sides are uniform, so a box covers Π (k + 1)/2 cells on average (4,160 of 128²;
@@ -153,7 +156,7 @@ def dpbench_ranges(shape, m: int, rng: RNGLike = None) -> Boxes:
     return Boxes(shape, lo, lo + sides - 1, name=f"dpbench_ranges({_fmt(shape)}, m={m})")
 
 
-def from_matrix(matrix, domain=None) -> MatrixWorkload:
+def from_matrix(matrix: ArrayLike | sp.sparray | sp.spmatrix, domain: int | Sequence[int] | None = None) -> MatrixWorkload:
     """A workload from an explicit dense or sparse (m × K) matrix."""
     return MatrixWorkload(matrix, domain=domain)
 
@@ -206,7 +209,7 @@ def spec_help() -> str:
     return ", ".join(forms[:-1]) + " or " + forms[-1]
 
 
-def from_spec(spec, shape, seed: int = 0) -> Workload:
+def from_spec(spec: str | dict[str, Any], shape: int | Sequence[int], seed: int = 0) -> Workload:
     """The workload named by ``spec`` on a domain of ``shape`` (an int for 1-D).
 
     ``spec`` is a kind of :data:`KINDS` — ``"identity"``, ``"prefix"``, ``"all_ranges"`` (1-D),
@@ -262,7 +265,7 @@ def _built(kind: str, shape, build) -> Workload:
         raise SpecError(f"workload {kind!r}: {err}") from None
 
 
-def as_workload(workload, name: str = "workload") -> Workload:
+def as_workload(workload: Workload | ArrayLike | sp.sparray | sp.spmatrix, name: str = "workload") -> Workload:
     """Return ``workload`` if it is a :class:`Workload`, else wrap a matrix with :func:`from_matrix`
     (errors name the argument ``name``)."""
     if isinstance(workload, Workload):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._digest import digest
 from .._operator import LinearMap
@@ -66,7 +67,7 @@ class AllRanges(Workload):
         """WᵀW with entries (min(u, v) + 1)(k - max(u, v)), applied in O(k)."""
         return _AllRangesGram(self.size)
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         u, v = self._check_pairs(u, v)
         check_norm(norm)  # entries are 0/1: L1 and squared L2 agree
         k = self.size
@@ -79,7 +80,7 @@ class AllRanges(Workload):
         out[~bottom] = (b - a) * (a + 1 + k - b)
         return out
 
-    def column_diameter(self, cells=None) -> float:
+    def column_diameter(self, cells: ArrayLike | None = None) -> float:
         """max over a < b in cells of f(b) = (b - a)(a + 1 + k - b). f is a concave parabola in b
         with its top at b* = a + (k + 1)/2, so for each a only the cells next to b* are candidates:
         O(|cells| log |cells|), exact."""

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._digest import digest
 from .._grid import offset_pairs, positive_offsets, strides
@@ -196,7 +197,7 @@ class Boxes(Workload):
             table[row, :row] = table[:row, row]
         return table
 
-    def columns(self, cells) -> np.ndarray:
+    def columns(self, cells: ArrayLike) -> np.ndarray:
         cells = check_index_array(cells, "cells", self.size - 1)
         coords = np.stack(np.unravel_index(cells, self.domain), axis=1)
         inside = self._inside(coords).T.astype(np.float64)
@@ -254,7 +255,7 @@ class Boxes(Workload):
         keep = ((self.lo <= coord) & (coord <= self.hi)).all(axis=1)
         return coverage(self.domain, self.lo[keep], self.hi[keep], None if weights is None else weights[keep])
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         """Exact column-difference norms.
 
         ‖W e_u - W e_v‖ = c(u) + c(v) - 2 b(u, v), where c weighs the boxes containing a cell and
@@ -330,7 +331,7 @@ class Boxes(Workload):
             out[sl] = differ.sum(axis=1) if weights is None else differ @ weights
         return out
 
-    def column_diameter(self, cells=None) -> float:
+    def column_diameter(self, cells: ArrayLike | None = None) -> float:
         """Sensitivity under a clique. The whole grid: one coverage table per grid offset. A subset:
         cells with identical columns are merged first — per axis a column only changes at box
         boundaries, so 1-D ranges have at most 2m + 1 distinct columns — then branch and bound."""
@@ -366,7 +367,7 @@ class Boxes(Workload):
             return None
         return sp.csr_array(self.tosparse(), dtype=np.float64)
 
-    def rows(self, indices) -> Boxes:
+    def rows(self, indices: ArrayLike) -> Boxes:
         """The boxes ``indices`` (their weights kept): boxes stay boxes, so closed forms apply."""
         indices = check_index_array(indices, "indices", self.num_queries - 1)
         weights = None if self.weights is None else self.weights[indices]

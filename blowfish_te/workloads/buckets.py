@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._operator import FunctionMap, LinearMap
 from .base import CHUNK_ENTRIES, MAX_ROW_NONZEROS, Workload, as_block, check_norm
@@ -54,7 +55,7 @@ class BucketWorkload(Workload):
         rows = sp.csr_array(rows @ self.spread)
         return rows if rows.nnz <= MAX_ROW_NONZEROS else None
 
-    def rows(self, indices) -> BucketWorkload:
+    def rows(self, indices: ArrayLike) -> BucketWorkload:
         """The partition's view of the base's queries ``indices``: it keeps its partition."""
         return BucketWorkload(self.base.rows(indices), self.labels)
 
@@ -139,7 +140,7 @@ class BucketWorkload(Workload):
         read through it, never through W over the cells."""
         return self.size <= DENSE_GRAM_BUCKETS
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         """Norms of column differences of W E: squared L2 norms from the dense Gram matrix
         (‖W E(e_u - e_v)‖² = G_uu + G_vv - 2 G_uv), L1 norms from :meth:`overlap_matrix`, where
         they are built; else through W."""

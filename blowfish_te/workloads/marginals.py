@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class Marginals(Boxes):
         return digest("boxes", self.domain, self.lo, self.hi, "ones")
 
 
-def marginals(shape, axes=None) -> Marginals:
+def marginals(shape: int | Sequence[int], axes: Sequence[int] | Sequence[Sequence[int]] | None = None) -> Marginals:
     """Marginals of a multi-dimensional grid, as counting queries.
 
     ``axes`` is one tuple of attribute indices (one marginal), a list of such tuples, or None for
@@ -91,7 +92,7 @@ def marginals(shape, axes=None) -> Marginals:
     return Marginals(shape, subsets)
 
 
-def all_marginals(shape, order: int) -> Marginals:
+def all_marginals(shape: int | Sequence[int], order: int) -> Marginals:
     """Every marginal on ``order`` attributes of the grid ``shape`` (all k-way marginals).
 
     >>> all_marginals((2, 3, 4), 2).shape
@@ -150,12 +151,12 @@ class MarginalCounts:
         """The held marginals (sorted attribute tuples)."""
         return tuple(self._tables)
 
-    def covers(self, subset) -> bool:
+    def covers(self, subset: Iterable[int]) -> bool:
         """Whether the marginal on ``subset`` is held or inside a held one."""
         want = set(subset)
         return any(want <= set(s) for s in self._tables)
 
-    def table(self, subset) -> np.ndarray:
+    def table(self, subset: Iterable[int]) -> np.ndarray:
         """The marginal on ``subset`` (axes in ``subset``'s order), summed from the smallest held
         table that contains it; a ValueError names what is held when none does."""
         subset = tuple(int(a) for a in subset)

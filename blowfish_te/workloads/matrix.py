@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._digest import digest
 from .._validation import as_array, check_index_array
@@ -68,7 +69,7 @@ class MatrixWorkload(Workload):
             raise ValueError(f"the Gram matrix of {self.name} would have {k * k} entries (limit {max_entries})")
         return np.asarray((self.matrix.T @ self.matrix).toarray())
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         """Exact norms of ``W[:, u] - W[:, v]`` by sparse products, in blocks of bounded work."""
         u, v = self._check_pairs(u, v)
         check_norm(norm)
@@ -94,7 +95,7 @@ class MatrixWorkload(Workload):
             start = stop
         return out
 
-    def column_diameter(self, cells=None) -> float:
+    def column_diameter(self, cells: ArrayLike | None = None) -> float:
         """Largest pairwise L1 distance between the given columns.
 
         0/1 matrices: ‖a - b‖₁ = ‖a‖₁ + ‖b‖₁ - 2 aᵀb, so one Gram block gives a whole block of pairs.

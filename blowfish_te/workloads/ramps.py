@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._digest import digest
 from .._validation import check_index_array, check_int
@@ -71,7 +72,7 @@ class RampedPrefixes(Workload):
         last = np.searchsorted(self.starts, hi, side="right") - 1
         return first, last
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         """Column u minus column v is ±(1/w_i)·|window i ∩ [lo, hi]| on row i, [lo, hi] the counts
         the move changes: every window inside the interval adds 1 (L1 and squared L2), the two
         partial ones at its ends their share (squared for L2) — one division each, no sums of

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from .._digest import digest
 from .._validation import check_real
@@ -51,7 +52,7 @@ class Stacked(Workload):
         blocks = zip(self.parts, self.weights, self._offsets[:-1], self._offsets[1:])
         return sum(w * np.asarray(part._rmatmat(y[lo:hi])) for part, w, lo, hi in blocks)
 
-    def difference_norms(self, u, v, norm: str = "l1") -> np.ndarray:
+    def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         u, v = self._check_pairs(u, v)
         check_norm(norm)
         power = 1 if norm == "l1" else 2
