@@ -55,11 +55,7 @@ def stage_two_optimized(workload: Workload) -> Optimized | None:
     store; None when none does, when the workload's Gram matrix is not dense (its products
     would pass through W over the cells), or when it is diagonal (disjoint queries, as a
     histogram's: Laplace on the buckets is optimal there, Identity)."""
-    if not workload.structured_gram or workload.size > DENSE_GRAM_BUCKETS:
-        return None
-    gram = workload.gram_matrix()
-    np.fill_diagonal(gram, 0.0)
-    if not gram.any():
+    if not workload.structured_gram or workload.size > DENSE_GRAM_BUCKETS or workload.disjoint_queries():
         return None
     from ..strategies.pidentity import default_rows
     from .optimized import Optimized  # loaded when bucket totals are first measured: a lookup of "dawa" loads its module only

@@ -147,6 +147,11 @@ class Workload(LinearMap):
         partition say so); None by default."""
         return None
 
+    def disjoint_queries(self) -> bool:
+        """True when it is known cheaply that no cell is summed by two queries with weights that
+        overlap (the columns are orthogonal: a diagonal Gram matrix); False when it is not known."""
+        return False
+
     def rows(self, indices: ArrayLike) -> Workload:
         """The queries ``indices`` (in that order) as a workload over the same domain; by default
         a :class:`~blowfish_te.workloads.QueryRows` view, and a workload whose closed forms survive

@@ -140,6 +140,13 @@ class BucketWorkload(Workload):
         read through it, never through W over the cells."""
         return self.size <= DENSE_GRAM_BUCKETS
 
+    def disjoint_queries(self) -> bool:
+        """Read off the kept dense Gram matrix (no copy): no two buckets share a query."""
+        if not self.structured_gram:
+            return False
+        gram = self._dense_gram
+        return np.count_nonzero(gram) == np.count_nonzero(np.diagonal(gram))
+
     def difference_norms(self, u: ArrayLike, v: ArrayLike, norm: str = "l1") -> np.ndarray:
         """Norms of column differences of W E: squared L2 norms from the dense Gram matrix
         (‖W E(e_u - e_v)‖² = G_uu + G_vv - 2 G_uv), L1 norms from :meth:`overlap_matrix`, where

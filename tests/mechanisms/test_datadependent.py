@@ -429,6 +429,7 @@ def test_dawa_answers_the_reduced_workload_with_the_best_linear_strategy():
     chosen = M.datadependent.lowest_error(prefix, M.datadependent.STAGE_TWO)
     assert isinstance(chosen, M.Optimized) and chosen.expected_error(prefix, 1.0) < M.HB().expected_error(prefix, 1.0)
     # a histogram's buckets are disjoint queries: no search, Laplace on the buckets
+    assert histogram.disjoint_queries() and not prefix.disjoint_queries()
     assert plain.stage_two_optimized(histogram) is None
     assert isinstance(M.datadependent.lowest_error(histogram, M.datadependent.STAGE_TWO), M.Identity)
     few = wl.BucketWorkload(wl.prefix(k), np.repeat(np.arange(21), [1] * 20 + [1004]))  # spikes, then one flat run

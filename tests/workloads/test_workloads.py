@@ -408,6 +408,8 @@ def _assert_bucket_norms(view, dense):
     np.testing.assert_allclose(view.difference_norms(u, v, "l1"), np.abs(diff).sum(0), atol=1e-9)
     np.testing.assert_allclose(view.difference_norms(u, v, "l2sq"), (diff**2).sum(0), atol=1e-9)
     np.testing.assert_allclose(view.column_norms("l2sq"), (dense**2).sum(0), atol=1e-9)
+    gram = dense.T @ dense
+    assert view.disjoint_queries() == (not np.any(np.abs(gram - np.diag(np.diag(gram))) > 1e-12))
     for cost in (0, 10**12):  # Eᵀ Wᵀ (W E), and the dense product
         fresh = wl.BucketWorkload(view.base, view.labels)
         with pytest.MonkeyPatch.context() as patch:
