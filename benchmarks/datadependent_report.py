@@ -15,9 +15,10 @@ independent across data sets. Errors are RMSE per query; ratios are of means ove
 Printed per cell: the plain release's RMSE (the analytic error of ``auto``'s strategy), each
 mechanism's mean RMSE over it, the best of ours, and — with ``--dpcomp`` — DPComp's best algorithm
 and the ratio of ours to it. For the mechanisms with a private check: how many trials partitioned,
-and the decision cost (the worst trial's route over the better of the plain release and the
-mechanism's own partition branch, run unchecked on the same trials, each route charged its mean
-error over the trials); how many cells lie above 1.10 × the plain release by more than two
+and the decision cost (the worst trial's route over the better of the plain route and the
+mechanism's own partition branch, each forced on the same trials and charged its mean error over
+them; the plain route is the analytic error of ``auto``'s strategy except on histograms of DAWA and
+partition-then-transform, whose plain route smooths the Laplace counts); how many cells lie above 1.10 × the plain release by more than two
 standard errors of the mean. ``--partitions`` adds, for
 DAWA, the error of the drawn partition (bias + the release's noise over its buckets) over the
 noise-free partition's at the same price.
@@ -51,7 +52,16 @@ import blowfish_te as bt
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te.mechanisms.plain import STAGE_TWO, aggregation_gain, best_linear, lowest_error, workload_class
+from blowfish_te.mechanisms.datadependent import SMOOTHING_COST
+from blowfish_te.mechanisms.partition_then_transform import plain_release
+from blowfish_te.mechanisms.plain import (
+    STAGE_TWO,
+    aggregation_gain,
+    best_linear,
+    best_plan_under,
+    lowest_error,
+    workload_class,
+)
 from blowfish_te.partitions import noise_free_partition, price_factor
 from blowfish_te.workloads import BucketWorkload
 
@@ -119,14 +129,33 @@ def partition_branch(name: str, w, x, eps: float, gen, policy) -> np.ndarray:
     return np.asarray(type(M.get_mechanism(name))(select=False).run(w, x, eps, gen))
 
 
+def plain_branch(name: str, w, x, eps: float, gen, policy) -> np.ndarray | None:
+    """The checked release's plain route, forced, from the same generator: its check's draws,
+    then the plain release at the rest — smoothed, with the check's noisy total, where the release
+    smooths. Histogram-like workloads of DAWA and partition-then-transform only (elsewhere the
+    plain route is the analytic error of ``auto``'s strategy): None otherwise."""
+    if name not in ("dawa", "partition_then_transform") or workload_class(w) != "cells":
+        return None
+    if name == "dawa":
+        mech = M.DAWA()
+        decision = mech.check(w, x, eps, gen)
+        smooth_along = mech.layout(w.domain) if decision.features.cost < SMOOTHING_COST else None
+        return mech.plain(w, x, eps - decision.spent, gen, smooth_along, decision.features)
+    mech = M.PartitionThenTransform()
+    decision = mech.check(w, x, eps, gen, policy)
+    if decision is None:
+        return None
+    estimator, chosen = best_plan_under(w, policy)
+    smoothed = decision.features.cost < SMOOTHING_COST and mech.smooths(w)
+    return np.asarray(plain_release(w, x, policy, eps - decision.spent, gen, estimator, chosen, smoothed, "",
+                                    decision.features).answers)
+
+
 def decision_of(name: str, w, x, eps: float, gen, policy) -> str | None:
     """The route the checked release takes with this generator (its first draws)."""
     if name == "partition_then_transform":
-        mech = M.PartitionThenTransform()
-        if not mech.selects(w, policy):
-            return None
-        from blowfish_te.selection import decide, measure
-        return decide(measure(x, eps, gen, record_moves=2), mech.model(w)).route
+        decision = M.PartitionThenTransform().check(w, x, eps, gen, policy)
+        return None if decision is None else decision.route
     decision = M.get_mechanism(name).check(w, x, eps, gen)
     return None if decision is None else decision.route
 
@@ -188,6 +217,9 @@ def measure_cell(job) -> dict:
             out["decisions"][name] = [decision_of(name, w, x, eps, seed_of(cell, t), policy) for t in range(seeds)]
             out["branch"][name] = [float(np.sqrt(np.mean((partition_branch(name, w, x, eps, seed_of(cell, t), policy) - truth) ** 2)))
                                    for t in range(seeds)]
+            plains = [plain_branch(name, w, x, eps, seed_of(cell, t), policy) for t in range(seeds)]
+            if all(p is not None for p in plains):
+                out.setdefault("plain_branch", {})[name] = [float(np.sqrt(np.mean((p - truth) ** 2))) for p in plains]
     if with_partitions:
         out["partitions"] = partition_quality(w, x, eps, seeds, cell)
     return out
@@ -240,15 +272,15 @@ def export(cell_list, folder) -> None:
     print(f"wrote {len(listed)} cells to {folder}")
 
 
-def decision_cost(plain: float, runs, branch, decisions) -> float:
+def decision_cost(plain: float, branch, decisions, plain_runs=None) -> float:
     """The worst trial's decision over the better route, in expected errors: a trial that
     partitioned is charged the partition branch's mean error over the trials, one that did not
-    the mean of the checked release's trials that did not (its plain route, smoothed where it
-    smooths; the analytic plain error when none did), so the draws' own spread (large on
-    prefixes: one noise path runs through every query) is not mistaken for a bad choice."""
+    the plain route's — the mean of ``plain_runs``, the plain route forced on every trial, where
+    given (histograms of DAWA and PtT, whose plain route is smoothed), else the analytic plain
+    error —, so the draws' own spread (large on prefixes: one noise path runs through every
+    query) is not mistaken for a bad choice."""
     partition = float(np.mean(branch))
-    stayed = [r for r, d in zip(runs, decisions) if d != "partition"]
-    unpartitioned = float(np.mean(stayed)) if stayed else plain
+    unpartitioned = float(np.mean(plain_runs)) if plain_runs else plain
     better = min(unpartitioned, partition)
     costs = [(partition if d == "partition" else unpartitioned) / better for d in decisions if d is not None]
     return max(costs) if costs else 1.0
@@ -270,7 +302,8 @@ def summarise(results, dpcomp, recorder) -> None:
             if name in r["branch"]:
                 spread = float(np.std(r["runs"][name], ddof=1)) / np.sqrt(len(r["runs"][name])) if len(r["runs"][name]) > 1 else 0.0
                 limits[name].append((mean / plain, r["cell"], (mean - 2 * spread) / plain))
-                cost = decision_cost(plain, r["runs"][name], r["branch"][name], r["decisions"][name])
+                cost = decision_cost(plain, r["branch"][name], r["decisions"][name],
+                                     r.get("plain_branch", {}).get(name))
                 if cost > worst_decision[name][0]:
                     worst_decision[name] = (cost, r["cell"])
         best_name = min(means, key=means.get)

@@ -38,8 +38,8 @@ from ._validation import check_epsilon, check_int, check_real
 from .noise import RandomSource, add_laplace
 from .partitions import BUCKET_GUARD, tree_costs
 
-__all__ = ["Features", "Decision", "ErrorModel", "measure", "decide", "choose", "error_model", "total_share", "cost_share",
-           "MODEL_SPLIT", "COST_FLOOR", "WORKLOAD_CLASSES"]
+__all__ = ["Features", "Decision", "ErrorModel", "measure", "refine_total", "decide", "choose", "error_model", "total_share",
+           "cost_share", "MODEL_SPLIT", "COST_FLOOR", "WORKLOAD_CLASSES", "LOW_SCALE", "REFINED_TOTAL_SHARE"]
 
 #: DAWA's split for the cost feature: the price of a bucket is 1/ε₂ with ε₂ = (1 - MODEL_SPLIT)·ε.
 MODEL_SPLIT = 0.25
@@ -78,6 +78,10 @@ class Features:
     spent: float
     total_public: bool
     guarded_cost: float | None = None
+    #: The variance of the noisy total (0 when public).
+    total_variance: float = 0.0
+    #: Each feature's L1 sensitivity: 1 for a record added or removed, 2 for one moved along an edge.
+    record_moves: int = 1
 
     @property
     def excess(self) -> float:
@@ -90,6 +94,13 @@ class Features:
     def scale(self) -> float:
         """N·ε/K: the record total against the plain release's noise per cell."""
         return max(self.total, 0.0) * self.epsilon / self.cells
+
+    def total_estimate(self) -> tuple[float, float] | None:
+        """(record total, its noise variance): 0 for a public total; None when the variance of a
+        noisy total is not known (features built by hand without it)."""
+        if self.total_public:
+            return float(self.total), 0.0
+        return (float(self.total), float(self.total_variance)) if self.total_variance > 0 else None
 
     def describe(self) -> str:
         text = f"record total {self.total:.0f} ({'public' if self.total_public else 'noisy'}), N·ε/K = {self.scale:.3g}"
@@ -119,13 +130,14 @@ def measure(x: ArrayLike, epsilon: float, gen: RandomSource, *, total: float | N
     record_moves = check_int(record_moves, "record_moves", minimum=1, maximum=2)
     k = x.size
     if total is not None:
-        features = Features(float(check_real(total, "total", minimum=0)), None, k, epsilon, 0.0, True)
+        features = Features(float(check_real(total, "total", minimum=0)), None, k, epsilon, 0.0, True, record_moves=record_moves)
     else:
         budget = total_share(k) * epsilon if total_budget is None else check_real(total_budget, "total_budget", 0, epsilon,
                                                                                   exclusive=True)
         noisy = add_laplace(np.array([float(x.sum())]), record_moves / budget, gen, sensitivity=float(record_moves),
                             integer=True)
-        features = Features(float(noisy[0]), None, k, epsilon, budget, False)
+        features = Features(float(noisy[0]), None, k, epsilon, budget, False, total_variance=2.0 * (record_moves / budget) ** 2,
+                            record_moves=record_moves)
     if not cost:
         return features
     budget = cost_share(k, record_moves) * epsilon
@@ -134,6 +146,43 @@ def measure(x: ArrayLike, epsilon: float, gen: RandomSource, *, total: float | N
     # each cost has sensitivity record_moves: the pair's L1 sensitivity is twice that, at twice the budget
     noisy = add_laplace(values, record_moves / budget, gen, sensitivity=2.0 * record_moves, integer=False) / (k / epsilon)
     return replace(features, cost=float(noisy[0]), guarded_cost=float(noisy[1]), spent=features.spent + 2 * budget)
+
+
+#: A smoothed plain release buys a second record total (:func:`refine_total`) below this noisy N·ε/K …
+LOW_SCALE = 0.15
+#: … at this share of ε.
+REFINED_TOTAL_SHARE = 0.1
+
+
+def refine_total(features: Features, x: ArrayLike, gen: RandomSource) -> Features:
+    """``features`` with a second, independent noisy record total of histogram ``x`` merged in (by
+    inverse variance) where it pays, at :data:`REFINED_TOTAL_SHARE` of ε: when the total is not
+    public, the noisy N·ε/K reads below :data:`LOW_SCALE` and the smoothed counts' own sum is
+    noisier than one count per cell (its variance K·2/ε² over K² cells: ε < √(2/K)). A smoothed
+    release whose buckets are long (flat or nearly empty data) then takes its mass from this
+    total rather than from the sum of K Laplace draws (:func:`blowfish_te.smoothing.smooth`).
+    Measured on the DPBench 1-D shapes at 10³ records and ε = 0.01: the smoothed counts 1.04–1.08
+    times a uniform spread of the true total on the flat ones, where they were 1.7–2.1 times;
+    at 10⁴ records and ε = 0.01 0.8–1.1 times the error without it.
+
+    Privacy: the second total has the features' sensitivity (``record_moves``) and Laplace noise of
+    ``record_moves``/(share·ε);
+    whether it is bought depends on the first noisy total, ε and K only, so by (adaptive)
+    sequential composition the features spend their first budget plus this share.
+    """
+    if not isinstance(features, Features):
+        raise TypeError(f"features must be Features, got {type(features).__name__}")
+    if (features.total_public or features.total_variance <= 0 or features.scale >= LOW_SCALE
+            or features.epsilon**2 * features.cells >= 2.0):
+        return features
+    record_moves = features.record_moves
+    budget = REFINED_TOTAL_SHARE * features.epsilon
+    variance = 2.0 * (record_moves / budget) ** 2
+    second = float(add_laplace(np.array([float(np.sum(x))]), record_moves / budget, gen, sensitivity=float(record_moves),
+                               integer=True)[0])
+    merged = 1.0 / (1.0 / features.total_variance + 1.0 / variance)
+    total = merged * (features.total / features.total_variance + second / variance)
+    return replace(features, total=total, total_variance=merged, spent=features.spent + budget)
 
 
 @dataclass(frozen=True)

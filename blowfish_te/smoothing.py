@@ -29,10 +29,22 @@ few buckets isolate it costs a flat histogram at 10³ records and ε = 0.01 up t
 seeds (MSE 1.3 to 2.2, against 21,256 for the counts themselves). End buckets of any length were
 4–100 times worse on flat histograms.
 
-Two safeguards come from measurement on DPBench shapes (``benchmarks/datadependent_report.py``):
+Three safeguards come from measurement on DPBench shapes (``benchmarks/datadependent_report.py``):
 a minimum over many tilings favours the ones whose noise happens to fit, so merges are credited
-only κ = 0.8 of the noise they remove; and the estimate is clipped at 0 (counts are non-negative,
-so clipping never increases any cell's error).
+only κ = 0.8 of the noise they remove; the estimate is clipped at 0 (counts are non-negative,
+so clipping never increases any cell's error); and with independent noise the segmentation reads
+every count below -ln(K)·σ/√2 as that value. Counts are non-negative, so such a reading is noise
+whatever the cell holds: Laplace noise of scale b = σ/√2 goes below -b·ln K in about half a cell
+per release, and a tiling that isolated it paid for the neighbouring buckets its dyadic lengths
+forced, which kept their noise and, once the isolated cell was clipped at 0, added it (on flat
+DPBench shapes at 10³ records and ε = 0.01, 2 seeds in 40 at 9 times the error of the others).
+Only the segmentation reads the floored counts; the buckets average the released ones.
+
+With a noisy record total T of variance τ² beside the release (:func:`smooth`'s ``total``), the
+bucket sums S_b (variance n_b·σ² each, independent) are moved to their least-squares estimate
+given T: S_b + n_b σ²/(K σ² + τ²)·(T - Σ S). On a long bucket this matters: a bucket of all K
+cells carries the noise of K draws, where T carries one (measured on flat DPBench shapes at 10³
+records and ε = 0.01 with a total at 0.1·ε: 1.5–2 times less error; at 10⁵–10⁷ records no change).
 
 Two noise models cover the releases the library smooths:
 
@@ -110,6 +122,8 @@ def segment(y: ArrayLike, noise: CellNoise) -> np.ndarray:
     unit = float(noise.cell_variances().mean())
     if unit == 0:
         return np.arange(k, dtype=np.int64)
+    if noise.kind == "independent":
+        y = np.maximum(y, -np.log(k) * np.sqrt(noise.variance / 2.0))
     risk_of = _IntervalRisks(y, noise)
     risks = risk_of.dyadic()
     prefix, suffix = risk_of.ends()
@@ -129,11 +143,24 @@ def segment(y: ArrayLike, noise: CellNoise) -> np.ndarray:
     return labels
 
 
-def smooth(y: ArrayLike, noise: CellNoise) -> tuple[np.ndarray, np.ndarray]:
-    """(estimate, labels): the mean of ``y`` over each bucket of :func:`segment`, clipped at 0."""
+def smooth(y: ArrayLike, noise: CellNoise, total: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(estimate, labels): the mean of ``y`` over each bucket of :func:`segment`, clipped at 0;
+    with ``total`` = (T, τ²), a record total released independently of ``y`` with noise of
+    variance τ² (0: exact), the bucket sums first moved to their least-squares estimate given T
+    (module docstring; independent noise only: under ``path`` noise the sum of ``y`` is already
+    exact)."""
     y = check_real_array(y, "y", ndim=1)
+    if total is not None:
+        if not isinstance(total, tuple) or len(total) != 2:
+            raise TypeError(f"total must be a pair (value, variance) or None, got {total!r}")
+        total = (check_real(total[0], "total"), check_real(total[1], "total variance", minimum=0))
     labels = segment(y, noise)
-    means = np.bincount(labels, weights=y) / np.bincount(labels)
+    sizes = np.bincount(labels)
+    sums = np.bincount(labels, weights=y)
+    spread = noise.variance * y.size + (0.0 if total is None else total[1])
+    if total is not None and noise.kind == "independent" and spread > 0:
+        sums = sums + sizes * (noise.variance / spread) * (total[0] - float(sums.sum()))
+    means = sums / sizes
     return np.maximum(means[labels], 0.0), labels
 
 

@@ -510,7 +510,7 @@ SEEDED_SUMS = {
     "ordered_hierarchical": 129.756955,
     "ordered_hierarchical_unbounded": 138.09412400000002,
     "ahp": 188.90180999999998,
-    "dawa": 184.350756,
+    "dawa": 184.063027,
     "ptt_dawa": 202.267306,
     "ptt_matching": 121.74360999999999,
     "ptt_noisy_pairing": 150.956384,

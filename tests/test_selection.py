@@ -8,11 +8,14 @@ import numpy as np
 import pytest
 
 from blowfish_te import selection
+from blowfish_te.noise import add_laplace
 from blowfish_te.partitions import BUCKET_GUARD, tree_cost, tree_costs
 from blowfish_te.secure import SecureRandom
 from blowfish_te.selection import (
     COST_FLOOR,
+    LOW_SCALE,
     MODEL_SPLIT,
+    REFINED_TOTAL_SHARE,
     Decision,
     ErrorModel,
     Features,
@@ -21,6 +24,7 @@ from blowfish_te.selection import (
     decide,
     error_model,
     measure,
+    refine_total,
     total_share,
 )
 
@@ -264,7 +268,43 @@ def test_measure_gives_each_feature_its_sampler_scale_and_sensitivity():
         budget_total, budget_cost = total_share(64) * eps, cost_share(64, moves) * eps
         assert gen.calls == [("integer", moves / budget_total, 1), ("lattice", moves / budget_cost, 2 * moves, 2)]
         assert features == Features(float(x.sum()), _costs(x, eps)[0], 64, eps, budget_total + 2 * budget_cost, False,
-                                    _costs(x, eps)[1])
+                                    _costs(x, eps)[1], total_variance=2.0 * (moves / budget_total) ** 2, record_moves=moves)
+        assert features.total_estimate() == (float(x.sum()), 2.0 * (moves / budget_total) ** 2)
+
+
+def test_refine_total_buys_a_second_total_only_on_flat_or_empty_data_at_small_epsilon():
+    """A second total at REFINED_TOTAL_SHARE·ε, merged by inverse variance, when the total is
+    noisy, N·ε/K reads below LOW_SCALE and ε < √(2/K); else the features as they are."""
+    k = 4096
+    x = np.zeros(k, dtype=np.int64)
+    x[:1000] = 1
+    small = np.sqrt(2.0 / k) * 0.99
+    for moves in (1, 2):
+        features = measure(x, small, np.random.default_rng(1), record_moves=moves)
+        assert features.scale < LOW_SCALE
+        gen = np.random.default_rng(5)
+        refined = refine_total(features, x, gen)
+        budget = REFINED_TOTAL_SHARE * small
+        second = float(add_laplace(np.array([1000.0]), moves / budget, np.random.default_rng(5), sensitivity=float(moves),
+                                   integer=True)[0])
+        v1, v2 = features.total_variance, 2.0 * (moves / budget) ** 2
+        assert refined.spent == pytest.approx(features.spent + budget, rel=1e-12)
+        assert refined.total_variance == pytest.approx(1.0 / (1.0 / v1 + 1.0 / v2), rel=1e-12)
+        assert refined.total == pytest.approx((features.total / v1 + second / v2) * refined.total_variance, rel=1e-12)
+        assert refined.total_estimate() == (refined.total, refined.total_variance)
+        assert replace(refined, total=features.total, total_variance=v1, spent=features.spent) == features
+    features = measure(x, small, np.random.default_rng(1))
+    untouched = [replace(features, total=LOW_SCALE * k / small * 1.01),  # N·ε/K at the threshold
+                 replace(features, epsilon=np.sqrt(2.0 / k)),  # ε at √(2/K)
+                 Features(1000.0, None, k, small, 0.0, True),  # a public total
+                 replace(features, total_variance=0.0)]  # a noisy total of unknown variance
+    for f in untouched:
+        gen = np.random.default_rng(0)
+        assert refine_total(f, x, gen) is f
+        assert gen.random() == np.random.default_rng(0).random()  # nothing drawn
+    assert untouched[2].total_estimate() == (1000.0, 0.0) and untouched[3].total_estimate() is None
+    with pytest.raises(TypeError, match="features must be Features"):
+        refine_total((1000.0, 1.0), x, np.random.default_rng(0))
 
 
 def test_the_model_refuses_features_missing_either_cost():

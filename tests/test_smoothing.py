@@ -117,6 +117,50 @@ def test_no_interior_cell_is_isolated_cheaply():
     assert np.bincount(labels)[labels[1500]] > 1
 
 
+def test_a_count_far_below_zero_is_not_isolated_but_still_averaged():
+    """Counts are non-negative, so a reading far below 0 is noise: the segmentation reads it at
+    -ln(K)·σ/√2 and does not isolate it (with the buckets its dyadic tiling would force beside
+    it), while the bucket's mean still averages the released value."""
+    k, scale = 4096, 10.0
+    y = np.zeros(k)
+    y[1500] = -2.0 * scale * math.log(k)
+    noise = CellNoise("independent", 2 * scale**2, k)
+    labels = segment(y, noise)
+    assert labels.max() == 0
+    estimate, _ = smooth(y, noise)
+    assert estimate == pytest.approx(np.zeros(k))  # the mean, -0.04, clipped at 0
+    y[1500] = 2.0 * scale * math.log(k)  # the same size above 0 is a count the noise rarely reaches
+    assert segment(y, noise).max() > 0
+    up = smooth(y, noise)[0]
+    assert up[1500] > scale * math.log(k)
+
+
+def test_a_noisy_total_moves_the_bucket_sums_to_their_least_squares_estimate():
+    """With a total T of variance τ² beside counts of independent noise σ², the bucket sums S_b
+    move by n_b σ²/(Kσ² + τ²)·(T - ΣS): exact for τ² = 0 (the sums then add up to T), nothing
+    for an infinitely noisy T; under path noise the counts' own sum is already exact."""
+    rng = np.random.default_rng(0)
+    k = 64
+    x = np.r_[np.full(32, 5.0), np.full(32, 40.0)]
+    noise = CellNoise("independent", 8.0, k)
+    y = x + rng.laplace(0, 2.0, k)
+    plain, labels = smooth(y, noise)
+    assert labels.max() == 1  # the two halves
+    sizes, sums = np.bincount(labels), np.bincount(labels, weights=y)
+    for total, variance in ((1450.0, 0.0), (1450.0, 100.0), (1200.0, 1e300)):
+        fitted, same = smooth(y, noise, (total, variance))
+        assert np.array_equal(same, labels)
+        moved = sums + sizes * 8.0 / (8.0 * k + variance) * (total - sums.sum())
+        assert fitted == pytest.approx(np.maximum(moved / sizes, 0)[labels], rel=1e-12)
+    assert smooth(y, noise, (1450.0, 0.0))[0].sum() == pytest.approx(1450.0, rel=1e-12)
+    path = CellNoise("path", 8.0, k)
+    assert np.array_equal(smooth(y, path, (1450.0, 0.0))[0], smooth(y, path)[0])
+    with pytest.raises(TypeError, match="total must be a pair"):
+        smooth(y, noise, 1450.0)
+    with pytest.raises(ValueError, match="total variance"):
+        smooth(y, noise, (1450.0, -1.0))
+
+
 def test_segment_minimises_the_penalised_risk_over_its_path():
     """For every per-bucket price of the path the tiling is the least penalised risk (brute force
     over the tilings of 6 cells by dyadic and end buckets); the chosen one is the best of them by the Birgé–Massart
@@ -133,10 +177,12 @@ def test_segment_minimises_the_penalised_risk_over_its_path():
 
     all_tilings = [labels_of(t) for t in _tilings(6)]
     criteria = {}
+    read = np.maximum(y, -math.log(6) * 1.0)  # the segmentation reads counts floored at -ln(K)·σ/√2
+    assert (read != y).any()  # the floor is exercised
     for price in (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0):
-        best = min(all_tilings, key=lambda lab: _risk(y, noise, lab) + price * 2.0 * (lab.max() + 1))
+        best = min(all_tilings, key=lambda lab: _risk(read, noise, lab) + price * 2.0 * (lab.max() + 1))
         d = best.max() + 1
-        criteria[tuple(best)] = _risk(y, noise, best) + 2.0 * d * (1 + 2 * math.log(6 / d))
+        criteria[tuple(best)] = _risk(read, noise, best) + 2.0 * d * (1 + 2 * math.log(6 / d))
     chosen = segment(y, noise)
     assert criteria[tuple(chosen)] == pytest.approx(min(criteria.values()))
     assert chosen[2] != chosen[3]  # the step is kept

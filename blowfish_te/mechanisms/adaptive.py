@@ -11,7 +11,7 @@ import numpy as np
 from .._validation import check_real
 from ..policies import Policy
 from ..routes import Outcome
-from ..selection import choose, decide, measure
+from ..selection import Features, choose, decide, measure
 from ..workloads import Workload
 from .auto import Auto
 from .base import Mechanism, NativeMechanism
@@ -44,7 +44,8 @@ class Adaptive(NativeMechanism):
       strategy and route of lowest analytic error, exact-route strategies included under
       threshold and grid policies. A histogram released with Laplace on every cell has its
       structure read back afterwards (:func:`blowfish_te.smoothing.smooth`, post-processing)
-      unless the features show nothing to merge.
+      unless the features show nothing to merge, fitted to the features' noisy record total (refined
+      by a second total on flat or nearly empty data: :func:`blowfish_te.selection.refine_total`).
 
     Choice: :func:`blowfish_te.selection.measure` spends a few % of ε on the record total (free
     when the policy discloses it: no ⊥) and DAWA's cost of the data, and
@@ -67,8 +68,10 @@ class Adaptive(NativeMechanism):
 
     Privacy: the features are (ρε, G)-Blowfish (Laplace noise calibrated to their sensitivity: 1
     per record added or removed, 2 per record moved along an edge); the chosen candidate runs at
-    (1 - ρ)ε with its own argument; the choice depends only on the noisy features, the workload,
-    the policy and ε. Sequential composition gives ε. Data-dependent: no analytic error.
+    (1 - ρ)ε with its own argument (less a second record total's share where one is bought: Laplace
+    on a value of the features' sensitivity, bought on the first noisy total, ε and K alone); the
+    choice depends only on the noisy features, the workload, the policy and ε. Sequential
+    composition gives ε. Data-dependent: no analytic error.
     """
 
     name = "adaptive"
@@ -116,7 +119,7 @@ class Adaptive(NativeMechanism):
         notes = f"{self.name}: {features.describe()}; {decision.reason}"
         if decision.route == "plain":
             smoothed = features.cost < SMOOTHING_COST and first.smooths(workload)
-            return self._plain(workload, x, policy, epsilon - decision.spent, gen, smoothed, notes)
+            return self._plain(workload, x, policy, epsilon - decision.spent, gen, smoothed, notes, features)
         rest = epsilon - decision.spent  # the candidate's steps keep their shares of the rest
         chosen = next((m for m in dependents if m.name == decision.route), first)
         if chosen is not first:  # a grid mechanism on x itself, without its own check, at the rest
@@ -125,10 +128,11 @@ class Adaptive(NativeMechanism):
         inner = first.release_partitioned(workload, x, rest, gen, policy, decision, notes)
         return replace(inner, notes=f"{notes}; ran {first.name}")
 
-    def _plain(self, workload: Workload, x: np.ndarray, policy: Policy, rest: float, gen, smoothed: bool, notes: str):
+    def _plain(self, workload: Workload, x: np.ndarray, policy: Policy, rest: float, gen, smoothed: bool, notes: str,
+               features: Features | None = None):
         """The data-independent candidate at ``rest``: ``auto``'s choice and route for the workload
         under the policy (planned once per workload and policy: every analytic error scales as
         1/ε², so the ranking holds at any ε; Laplace on the cells where it ties, since only its
         release can be smoothed)."""
         mechanism, chosen = best_plan_under(workload, policy, self.candidates(workload, policy)[1])
-        return plain_release(workload, x, policy, rest, gen, mechanism, chosen, smoothed, notes)
+        return plain_release(workload, x, policy, rest, gen, mechanism, chosen, smoothed, notes, features)

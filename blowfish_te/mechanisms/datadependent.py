@@ -18,7 +18,7 @@ from ..noise import RandomSource, add_laplace
 from ..partitions import dawa_partition, price_factor
 from ..policies import Policy
 from ..routes import Outcome
-from ..selection import Decision, ErrorModel, decide, error_model, measure
+from ..selection import Decision, ErrorModel, Features, decide, error_model, measure, refine_total
 from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
 from ..workloads import BucketWorkload, Workload
 from .base import LinearMechanism, Mechanism, RecordTotal, integer_entries
@@ -55,7 +55,9 @@ class DAWA(Mechanism):
       release's error, else releases the plain strategy — ``auto``'s choice for the workload
       (:func:`~blowfish_te.mechanisms.plain.plain_strategy`) — at the rest of ε; a histogram's
       Laplace counts have their structure read back (:func:`blowfish_te.smoothing.smooth`,
-      post-processing) when the cost shows structure to merge. When it partitions, both steps keep
+      post-processing) when the cost shows structure to merge, fitted to the noisy record total
+      (on nearly empty data at small ε first refined by a second total out of the rest:
+      :func:`~blowfish_te.selection.refine_total`). When it partitions, both steps keep
       their shares of the rest, and for histogram-like workloads buckets are priced by the noisy
       total (:func:`~blowfish_te.partitions.price_factor`; a prefix or range sums a merged
       bucket's bias over every cell it covers, so there the price stays).
@@ -82,9 +84,11 @@ class DAWA(Mechanism):
     tree: PrivTree's Theorem 1, which holds for the deviation — it moves by at most 1 on the nodes
     holding the changed cell and never grows from a node to its child); a unit change moves one
     bucket total (or cell) by one, so the linear mechanism with Laplace(Δ/ε₂), Δ its strategy's
-    largest column L1 norm, is ε₂-DP; smoothing reads only the released counts. The choices of
+    largest column L1 norm, is ε₂-DP; the second total, where bought, is Laplace on a value of
+    sensitivity 1, its purchase decided by the first noisy total, ε and K; smoothing reads only the
+    released counts and totals. The choices of
     route, ratio, penalty and strategy depend only on W, ε and what was already released. Sequential
-    composition gives ρε + ε₁ + ε₂ = ε. Data-dependent: no analytic error.
+    composition gives ρε + ε₁ + ε₂ = ε (ρε + the second total + the plain release's share = ε). Data-dependent: no analytic error.
     """
 
     name = "dawa"
@@ -152,7 +156,7 @@ class DAWA(Mechanism):
         elif decision.route != "partition":
             rest = epsilon - decision.spent
             smooth_along = self.layout(workload.domain) if decision.features.cost < SMOOTHING_COST else None
-            answers = self.plain(workload, x, rest, gen, smooth_along)
+            answers = self.plain(workload, x, rest, gen, smooth_along, decision.features)
         else:
             rest = epsilon - decision.spent  # both steps keep their shares of the rest
             answers = self.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen, scale=self.pricing_scale(workload, decision))
@@ -218,16 +222,24 @@ class DAWA(Mechanism):
             return np.arange(int(np.prod(domain)))
         return hilbert_order(domain)
 
-    def plain(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource, smooth_along: np.ndarray | None) -> np.ndarray:
-        """The release without a partition (every cell its own bucket): the plain strategy on the
-        whole workload; when that is Laplace on every cell and ``smooth_along`` gives the cell
-        order, the noisy counts smoothed along it (post-processing)."""
+    def plain(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource, smooth_along: np.ndarray | None,
+              features: Features | None = None) -> np.ndarray:
+        """The release without a partition (every cell its own bucket) at ``epsilon``: the plain
+        strategy on the whole workload; when that is Laplace on every cell and ``smooth_along``
+        gives the cell order, the noisy counts smoothed along it (post-processing), their bucket
+        sums fitted to the check's noisy record total when ``features`` give it — refined first
+        where that pays (:func:`~blowfish_te.selection.refine_total`, out of ``epsilon``)."""
         estimator = self.estimator or plain_strategy(self, workload)
         if smooth_along is None or not estimator.tags.laplace_on_cells or x.size > MAX_SMOOTHING:
             return estimator.run(workload, x, epsilon, gen)
+        total = None
+        if features is not None:
+            refined = refine_total(features, x, gen)
+            epsilon -= refined.spent - features.spent
+            total = refined.total_estimate()
         noisy = add_laplace(x[smooth_along], 1.0 / epsilon, gen, sensitivity=1.0, integer=True)
         estimate = np.empty(x.size)
-        estimate[smooth_along] = smooth(noisy, CellNoise("independent", 2.0 / epsilon**2, x.size))[0]
+        estimate[smooth_along] = smooth(noisy, CellNoise("independent", 2.0 / epsilon**2, x.size), total)[0]
         return np.asarray(workload.matvec(estimate), dtype=np.float64)
 
 

@@ -21,7 +21,7 @@ from ..partitions import (
 )
 from ..policies import Policy
 from ..routes import Candidate, Outcome, plan_routes
-from ..selection import Decision, ErrorModel, decide, error_model, measure
+from ..selection import Decision, ErrorModel, Features, decide, error_model, measure, refine_total
 from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
 from ..workloads import BucketWorkload, Workload, evenly_spaced_queries, identity
 from .base import LinearMechanism, Mechanism, NativeMechanism, get_mechanism
@@ -67,6 +67,13 @@ class PartitionThenTransform(NativeMechanism):
     strategy of :data:`BUCKET_STRATEGIES` and the route with the lowest analytic error under G'
     (on :data:`PROBE_QUERIES` evenly spaced queries) — a choice that depends on the workload, the
     released partition and ε only. Sequential composition gives ε.
+
+    The check (``select``, where the split partitions): :func:`blowfish_te.selection.measure`
+    first spends a few % of ε on Laplace features — the record total unless the policy discloses
+    it, and DAWA's two costs — each of sensitivity 1 for a record added or removed (the
+    neighbours of unbounded DP) and 2 for a record moved along an edge (any other policy), and the
+    fitted model decides from them whether to partition; either branch runs at the rest of ε.
+    Sequential composition gives ε.
 
     ``epsilon_split`` (ε₁/ε) defaults to a rule of the workload and the policy (never the data):
 
@@ -132,8 +139,23 @@ class PartitionThenTransform(NativeMechanism):
     def model(self, workload: Workload, calibrated: bool = False) -> ErrorModel:
         """Partition-then-transform's fitted error model: the one of histograms over a line (fitted
         under the line policy; the partition reads the cells in their flat order on any domain,
-        and only histogram-like workloads are partitioned by the default split)."""
+        and only histogram-like workloads are partitioned by the default split). Under unbounded
+        DP its features are read at half the noise (a record is added or removed, not moved); on
+        DPBench's 1-D shapes the line model then decides as well as one fitted under unbounded DP
+        (``benchmarks/train_selection.py``: largest mean cost of the picks 3.46 both, at 10³
+        records and ε = 0.01, where no feature separates the shapes)."""
         return error_model(self.name, 1, "cells", calibrated=calibrated)
+
+    def check(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource, policy: Policy) -> Decision | None:
+        """The private check of a release (validated arguments; the first draws from ``gen``):
+        :func:`~blowfish_te.selection.measure` — the record total unless the policy discloses it,
+        each feature's sensitivity a unit change under unbounded DP and a move (2) under any other
+        policy — and :func:`~blowfish_te.selection.decide` with :meth:`model`; None when the
+        release does not check (:meth:`selects`)."""
+        if not self.selects(workload, policy):
+            return None
+        features = measure(x, epsilon, gen, total=public_total(policy, x), record_moves=1 if policy.is_unbounded_dp else 2)
+        return decide(features, self.model(workload))
 
     def layout(self, domain: tuple[int, ...]) -> np.ndarray:
         """The cells in their flat order: the partition reads them so on any domain."""
@@ -162,14 +184,15 @@ class PartitionThenTransform(NativeMechanism):
                 policy: Policy | None = None) -> Outcome:
         policy = self.needs_policy(policy)
         eps1 = self.split(workload, policy) * epsilon
-        if self.selects(workload, policy):
-            features = measure(x, epsilon, gen, total=public_total(policy, x), record_moves=2)
-            decision = decide(features, self.model(workload))
+        decision = self.check(workload, x, epsilon, gen, policy)
+        if decision is not None:
+            features = decision.features
             notes = f"{self.name}: {features.describe()}; {decision.reason}"
             if decision.route != "partition":
                 estimator, chosen = self._plain_plan(workload, policy)
                 smoothed = features.cost < SMOOTHING_COST and self.smooths(workload)
-                return plain_release(workload, x, policy, epsilon - decision.spent, gen, estimator, chosen, smoothed, notes)
+                return plain_release(workload, x, policy, epsilon - decision.spent, gen, estimator, chosen, smoothed, notes,
+                                     features)
             rest = epsilon - decision.spent  # both steps keep their shares of the rest
             scale = features.scale if self.smooths(workload) else None  # histogram-like workloads only
             return self.partitioned(workload, x, policy, rest, eps1 * rest / epsilon, gen, notes, scale=scale)
@@ -240,26 +263,32 @@ def _route_of(chosen, policy: Policy) -> tuple[str, Policy | None]:
 
 
 def plain_release(workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen: RandomSource, estimator: Mechanism,
-                  chosen: Candidate, smoothed: bool, notes: str) -> Outcome:
+                  chosen: Candidate, smoothed: bool, notes: str, features: Features | None = None) -> Outcome:
     """``estimator`` along the route ``chosen`` (a candidate of :func:`blowfish_te.plan`) at
     ``epsilon``; when ``smoothed``, the estimator is Identity and its noise is one of
     :func:`cell_noise`'s models, the cells are released, smoothed (:func:`blowfish_te.smoothing.smooth`,
     along the Hilbert curve on a 2-D grid) and answer the workload — post-processing of the same
-    release."""
+    release. With the check's ``features``, smoothed independent noise is fitted to their noisy
+    record total, refined first out of ``epsilon`` where that pays
+    (:func:`~blowfish_te.selection.refine_total`)."""
     route, tree = _route_of(chosen, policy)
-    cells = None
     if smoothed and estimator.tags.laplace_on_cells and policy.size <= MAX_SMOOTHING:
+        model = cell_noise(policy, chosen, 1.0)  # the kind of noise: its variance follows the release
+        smooths = model is not None and policy.ndim <= 2 and (model.kind == "independent" or policy.ndim == 1)
+        total = None
+        if smooths and features is not None and model.kind == "independent":
+            refined = refine_total(features, x, gen)
+            epsilon -= refined.spent - features.spent
+            total = refined.total_estimate()
         release = plan_routes(identity(policy.shape), policy, epsilon, estimator, route, tree).execute(x, gen)
-        noise = cell_noise(policy, chosen, release.noise_scale)
-        if noise is not None:
+        cells = np.asarray(release.answers)
+        if smooths:
+            noise = cell_noise(policy, chosen, release.noise_scale)
             order = hilbert_order(policy.shape) if policy.ndim == 2 and noise.kind == "independent" else np.arange(policy.size)
-            if policy.ndim <= 2 and (noise.kind == "independent" or policy.ndim == 1):
-                cells = np.empty(policy.size)
-                cells[order] = smooth(np.asarray(release.answers)[order], noise)[0]
-                answers = np.asarray(workload.matvec(cells), dtype=np.float64)
-                notes += "; cells smoothed (post-processing)"
-        if cells is None:
-            answers = np.asarray(workload.matvec(np.asarray(release.answers)), dtype=np.float64)
+            cells = np.empty(policy.size)
+            cells[order] = smooth(np.asarray(release.answers)[order], noise, total)[0]
+            notes += "; cells smoothed (post-processing)"
+        answers = np.asarray(workload.matvec(cells), dtype=np.float64)
     else:
         release = plan_routes(workload, policy, epsilon, estimator, route, tree).execute(x, gen)
         answers = release.answers

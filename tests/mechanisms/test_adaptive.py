@@ -460,15 +460,15 @@ def test_a_workload_the_partition_cannot_help_gets_all_of_epsilon_unsmoothed(mon
         seen["planned"] = eps
         return real_plan(workload, policy, eps, *args)
 
-    def plain(workload, x, policy, eps, gen, estimator, chosen, smoothed, notes):
-        seen.update(eps=eps, smoothed=smoothed)
-        return real_plain(workload, x, policy, eps, gen, estimator, chosen, smoothed, notes)
+    def plain(workload, x, policy, eps, gen, estimator, chosen, smoothed, notes, features):
+        seen.update(eps=eps, smoothed=smoothed, features=features)
+        return real_plain(workload, x, policy, eps, gen, estimator, chosen, smoothed, notes, features)
 
     monkeypatch.setattr(routes, "plan_routes", plan)
     monkeypatch.setattr(adaptive, "plain_release", plain)
     release = bt.answer(wl.prefix(k), datasets.synthetic(k, 5000, rng=0), policies.line(k), epsilon, Adaptive(budget=0), rng=0)
     assert "would not partition" in release.choice
-    assert seen == {"planned": 1.0, "eps": epsilon, "smoothed": False}  # planned once at ε = 1: the order is ε's
+    assert seen == {"planned": 1.0, "eps": epsilon, "smoothed": False, "features": None}  # planned once at ε = 1: the order is ε's
 
 
 def test_smoothing_runs_laplace_on_the_cells_when_it_ties_the_best_strategy(monkeypatch):

@@ -59,12 +59,12 @@ def _released(monkeypatch, stub=False):
     """Record the arguments of every ``plain_release``; run it, or return a stub Outcome."""
     real, calls = adaptive.plain_release, []
 
-    def plain(workload, x, policy, epsilon, gen, estimator, chosen, smoothed, notes):
+    def plain(workload, x, policy, epsilon, gen, estimator, chosen, smoothed, notes, features=None):
         calls.append(SimpleNamespace(workload=workload, x=np.array(x), policy=policy, epsilon=epsilon, gen=gen,
-                                     estimator=estimator, chosen=chosen, smoothed=smoothed, notes=notes))
+                                     estimator=estimator, chosen=chosen, smoothed=smoothed, notes=notes, features=features))
         if stub:
             return Outcome(np.zeros(workload.shape[0]), notes=notes)
-        return real(workload, x, policy, epsilon, gen, estimator, chosen, smoothed, notes)
+        return real(workload, x, policy, epsilon, gen, estimator, chosen, smoothed, notes, features)
 
     monkeypatch.setattr(adaptive, "plain_release", plain)
     return calls
@@ -291,7 +291,7 @@ def test_a_workload_the_partition_cannot_help_is_planned_and_run_at_all_of_epsil
     (plain,) = plains
     notes = "adaptive: partition_then_transform would not partition prefix(64) under line(64), so it is the plain release"
     assert plain.workload is w and plain.policy is policy and plain.gen is gen and np.array_equal(plain.x, x)
-    assert plain.epsilon == epsilon and plain.smoothed is False and plain.notes == notes
+    assert plain.epsilon == epsilon and plain.smoothed is False and plain.notes == notes and plain.features is None
     assert plain.chosen.expected_mse == chosen.expected_mse and plain.estimator is plain.chosen.mechanism
     assert release.notes == f"{notes}; ran {plain.estimator.name} ({plain.chosen.route})"
     assert release.answers.shape == (k,)
@@ -319,6 +319,7 @@ def test_dawa_plain_release_at_the_rest(smoothed, monkeypatch):
     notes = f"adaptive: {check.features.describe()}; forced"
     assert plain.workload is w and plain.policy is policy and plain.gen is gen and np.array_equal(plain.x, x)
     assert plain.epsilon == pytest.approx(epsilon - spent, rel=1e-12) and plain.notes == notes
+    assert plain.features is check.features  # their noisy record total, for the smoothed sums
     assert [(p[0], p[1], p[2]) for p in plans[:1]] == [(w, policy, 1.0)] and plans[0][3] is auto
     assert plain.smoothed is smoothed and isinstance(plain.estimator, Identity) and plain.chosen == cells
     if smoothed:

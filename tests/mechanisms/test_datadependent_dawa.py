@@ -5,6 +5,7 @@ the smoothed plain release (its Laplace draw and noise model), the argument chec
 privacy of a whole release by replaying its Laplace draws at every neighbour."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from blowfish_te.mechanisms.spatial import hilbert_order
 from blowfish_te.partitions import price_factor
 from blowfish_te.selection import Decision, ErrorModel, Features, error_model
 from blowfish_te.smoothing import MAX_SMOOTHING, CellNoise
-from blowfish_te.testing import added_records, worst_replayed_cost
+from blowfish_te.testing import added_records, replayed_runs, worst_replayed_cost
 from blowfish_te.workloads import BucketWorkload
 
 from tests.helpers import Float32Rows
@@ -337,7 +338,8 @@ def test_smooth_route_draws_laplace_on_the_layout_and_smooths_it(monkeypatch, sh
         draws.append((np.array(values), scale, rng, sensitivity, integer))
         return np.asarray(values, dtype=np.float64) + 0.5
 
-    def fake_smooth(y, noise):
+    def fake_smooth(y, noise, total):
+        assert total is None  # the features' total has no known variance here
         smoothed.append((np.array(y), noise))
         return np.asarray(y) * 2.0 + 1.0, np.zeros(np.asarray(y).size, dtype=np.int64)
 
@@ -362,13 +364,51 @@ def test_smooth_route_draws_laplace_on_the_layout_and_smooths_it(monkeypatch, sh
     assert np.allclose(out, (x.ravel() + 0.5) * 2.0 + 1.0)  # reordered back to the cells
 
 
+@pytest.mark.parametrize("total, epsilon, bought", [(20.0, 0.01, True), (20.0, 0.5, False), (1e6, 0.01, False)])
+def test_the_smoothed_counts_fit_the_noisy_total_refined_on_flat_data_at_small_epsilon(monkeypatch, total, epsilon, bought):
+    """The plain route smooths with the check's noisy total; where N·ε/K reads low and ε < √(2/K)
+    it first buys a second total at REFINED_TOTAL_SHARE·ε of the rest, and the cells get the remainder."""
+    import blowfish_te.selection as selection
+
+    k, spent = 64, 0.03 * epsilon
+    x = np.zeros(k, dtype=np.int64)
+    x[:20] = 1
+    features = Features(total=total, cost=0.2, cells=k, epsilon=epsilon, spent=spent, total_public=False,
+                        total_variance=5e5)
+    _patch_check(monkeypatch, 1.0, Decision("plain", "set by the test", 2.0, features))
+    monkeypatch.setattr(dd, "plain_strategy", lambda mechanism, workload: M.Identity())
+    draws, smoothed = [], []
+
+    def recording(values, scale, rng, *, sensitivity, integer):
+        draws.append((np.array(values, dtype=float), scale, sensitivity))
+        return np.asarray(values, dtype=np.float64) + 3.0
+
+    monkeypatch.setattr(dd, "add_laplace", recording)
+    monkeypatch.setattr(selection, "add_laplace", recording)
+    monkeypatch.setattr(dd, "smooth", lambda y, noise, fit: smoothed.append((noise, fit)) or (np.asarray(y), None))
+    M.DAWA().run(wl.identity(k), x, epsilon, rng=0)
+    share = selection.REFINED_TOTAL_SHARE * epsilon if bought else 0.0
+    rest = epsilon - spent - share
+    [(noise, fit)] = smoothed
+    assert noise.variance == pytest.approx(2.0 / rest**2, rel=1e-12)
+    assert draws[-1][1] == pytest.approx(1.0 / rest, rel=1e-12) and draws[-1][0].size == k
+    if bought:
+        (second, scale, sensitivity), _ = draws
+        assert second.tolist() == [20.0] and scale == pytest.approx(1.0 / share, rel=1e-12) and sensitivity == 1.0
+        variance = 2.0 / share**2
+        merged = 1.0 / (1.0 / 5e5 + 1.0 / variance)
+        assert fit == pytest.approx((merged * (total / 5e5 + 23.0 / variance), merged), rel=1e-12)
+    else:
+        assert len(draws) == 1 and fit == (total, 5e5)
+
+
 def test_smoothed_answers_are_float64_whatever_the_workload_returns(monkeypatch):
     k = 8
     x = np.random.default_rng(8).integers(0, 50, k)
     _patch_check(monkeypatch, 1.0, _decision("plain", 0.01, k, cost=0.2))
     monkeypatch.setattr(dd, "plain_strategy", lambda mechanism, workload: M.Identity())
     monkeypatch.setattr(dd, "add_laplace", lambda values, scale, rng, *, sensitivity, integer: np.asarray(values, float))
-    monkeypatch.setattr(dd, "smooth", lambda y, noise: (np.asarray(y) + 0.25, None))
+    monkeypatch.setattr(dd, "smooth", lambda y, noise, total: (np.asarray(y) + 0.25, None))
     matrix = np.tril(np.ones((k, k)))
     out = M.DAWA().run(Float32Rows(matrix), x, 1.0, rng=0)
     assert out.dtype == np.float64
@@ -384,7 +424,7 @@ def test_smoothing_limit(monkeypatch, k, smoothed):
     draws = []
     monkeypatch.setattr(dd, "add_laplace",
                         lambda values, scale, rng, *, sensitivity, integer: draws.append(scale) or np.asarray(values, float))
-    monkeypatch.setattr(dd, "smooth", lambda y, noise: (np.asarray(y), None))
+    monkeypatch.setattr(dd, "smooth", lambda y, noise, total: (np.asarray(y), None))
     M.DAWA().run(wl.identity(k), x, 1.0, rng=0)
     assert (len(draws), len(estimator.calls)) == ((1, 0) if smoothed else (0, 1))
 
@@ -428,6 +468,35 @@ def test_refuses_more_than_two_dimensions_but_runs_grids(monkeypatch):
 
 
 # -- privacy of the whole release -----------------------------------------------------------------
+
+
+def test_a_release_that_buys_a_second_total_costs_at_most_epsilon(monkeypatch):
+    """Two records over 16 cells at ε = 0.2 < √(2/K), sent to the smoothed plain route: every
+    Laplace draw (the features, the second total where the first reads N·ε/K below LOW_SCALE,
+    the cells) replayed at every neighbour costs at most ε, with and without the second total."""
+    import blowfish_te.mechanisms.base as base
+    import blowfish_te.selection as selection
+
+    k, epsilon = 16, 0.2
+    x = np.zeros(k, dtype=np.int64)
+    x[[2, 9]] = 1
+    monkeypatch.setattr(dd, "SMOOTHING_COST", np.inf)
+    real_decide = dd.decide
+    monkeypatch.setattr(dd, "decide", lambda features, model: replace(real_decide(features, model), route="plain"))
+    neighbours = added_records(x) + [x - np.eye(k, dtype=int)[i] for i in range(k) if x[i] > 0]
+    mech = M.DAWA()
+    bought = set()
+    for seed in range(6):
+        replays = replayed_runs(monkeypatch, lambda data, seed=seed: mech.run(wl.identity(k), data, epsilon, rng=seed), x, neighbours,
+                                (selection, base, dd))
+        draws = {len(r.scales) for r in replays}
+        assert draws in ({3}, {4})  # total, costs, [second total], cells: the same path at every neighbour
+        if draws == {4}:
+            assert replays[0].scales[2] == pytest.approx(1.0 / (selection.REFINED_TOTAL_SHARE * epsilon), rel=1e-12)
+        bought.add(draws == {4})
+        cost = max(r.cost for r in replays)
+        assert 0.7 * epsilon <= cost <= epsilon * (1 + 1e-9)
+    assert bought == {True, False}
 
 
 @pytest.mark.slow

@@ -38,7 +38,8 @@ def _recording_smooth(monkeypatch):
     """A fake smoother that is not elementwise (a running sum), so the order of the cells shows."""
     calls = []
 
-    def fake(y, noise):
+    def fake(y, noise, total=None):
+        assert total is None  # no features: no record total to fit
         y = np.asarray(y, dtype=np.float64)
         calls.append((y.copy(), noise))
         return np.cumsum(y) + 0.5, np.zeros(y.size, dtype=np.int64)
@@ -63,6 +64,12 @@ def _patch_check(monkeypatch, route, spent, cost=5.0, seen=None):
 
     monkeypatch.setattr(ptt, "measure", fake_measure)
     monkeypatch.setattr(ptt, "decide", lambda features, model: decision)
+
+
+def _line_with_bottom(k):
+    """The line policy with one edge to ⊥ (from the last cell): ⊥ makes the total private, but a
+    neighbour still moves a record along an edge."""
+    return policies.from_edges(k, [(i, i + 1) for i in range(k)])
 
 
 # -- cell_noise ------------------------------------------------------------------------------------
@@ -403,10 +410,15 @@ def test_selection_spends_first_and_steps_keep_their_shares(monkeypatch, epsilon
     assert out.component_totals == {k - 1: int(x.sum())}
     assert out.noise_scale == pytest.approx(out.sensitivity / (0.75 * rest))
     assert out.notes == "partition_then_transform: features read; the reason"
-    # with ⊥ the total is not public
+    # with ⊥ the total is not public; under unbounded DP a neighbour adds or removes one record
+    # (sensitivity 1), under any other policy it moves one along an edge (2), ⊥ or not
     seen.clear()
     mech.measure(wl.identity(k), x, epsilon, gen, policy=policies.unbounded(k))
-    assert seen[0][3] == {"total": None, "record_moves": 2}
+    assert seen[0][3] == {"total": None, "record_moves": 1}
+    for policy, total in ((policies.threshold(k, 3), int(x.sum())), (_line_with_bottom(k), None)):
+        seen.clear()
+        mech.measure(wl.identity(k), x, epsilon, gen, policy=policy)
+        assert seen[0][3] == {"total": total, "record_moves": 2}
 
 
 @pytest.mark.slow
@@ -431,8 +443,9 @@ def test_plain_routes_of_the_selection_get_the_rest(monkeypatch, epsilon):
         mech = ptt.PartitionThenTransform()
         gen = np.random.default_rng(0)
         assert mech.measure(wl.identity(k), x, epsilon, gen, policy=policy) == "released"
-        (w, data, pol, eps, g, estimator, chosen, smooth_flag, notes), = released
+        (w, data, pol, eps, g, estimator, chosen, smooth_flag, notes, features), = released
         assert data is x and pol is policy and g is gen
+        assert features.describe() == "features read"  # the check's features, for their record total
         assert eps == pytest.approx(epsilon - spent)
         assert smooth_flag is smoothed
         assert notes == "partition_then_transform: features read; the reason"
