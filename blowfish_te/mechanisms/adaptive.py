@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -116,7 +117,8 @@ class Adaptive(NativeMechanism):
                               {m.name: m.model(workload) for m in dependents})
         else:
             decision = decide(features, first.model(workload))
-        notes = f"{self.name}: {features.describe()}; {decision.reason}"
+        notes = f"{self.name}: {features.describe()}; {decision.reason}; " \
+            f"{self._predicted_errors(workload, policy, features, dependents, epsilon - decision.spent)}"
         if decision.route == "plain":
             smoothed = features.cost < SMOOTHING_COST and first.smooths(workload)
             return self._plain(workload, x, policy, epsilon - decision.spent, gen, smoothed, notes, features)
@@ -127,6 +129,20 @@ class Adaptive(NativeMechanism):
             return Outcome(np.asarray(answers, dtype=np.float64), notes=f"{notes}; ran {chosen.name}")
         inner = first.release_partitioned(workload, x, rest, gen, policy, decision, notes)
         return replace(inner, notes=f"{notes}; ran {first.name}")
+
+    def _predicted_errors(self, workload: Workload, policy: Policy, features: Features, dependents, rest: float) -> str:
+        """Each candidate's predicted RMSE per query at ``rest`` from its least-squares model (the
+        calibrated magnitudes :func:`~blowfish_te.selection.choose` ranks by), against the plain
+        release's analytic RMSE there; on histogram-like workloads, whose plain release is smoothed
+        (its error unknown before the release), the predicted ratios to it."""
+        ratios = {m.name: m.model(workload, calibrated=True).predict(features) for m in dependents}
+        mse = None if self._workload_class(workload) == "cells" else \
+            best_plan_under(workload, policy, self.candidates(workload, policy)[1])[1].expected_mse
+        if mse is None:
+            return "predicted error ratio to the plain release: " + ", ".join(f"{n} {r:.3g} ×" for n, r in ratios.items())
+        plain = math.sqrt(mse) / rest
+        listing = ", ".join(f"{name} {ratio * plain:.4g}" for name, ratio in ratios.items())
+        return f"predicted RMSE per query: {listing}, plain release {plain:.4g} (analytic)"
 
     def _plain(self, workload: Workload, x: np.ndarray, policy: Policy, rest: float, gen, smoothed: bool, notes: str,
                features: Features | None = None):

@@ -7,6 +7,7 @@ depends on accuracy."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -20,6 +21,7 @@ from blowfish_te import workloads as wl
 from blowfish_te.mechanisms import DAWA, Adaptive, Auto, PartitionThenTransform
 from blowfish_te.mechanisms.datadependent import SMOOTHING_COST
 from blowfish_te.mechanisms.laplace import Identity
+from blowfish_te.mechanisms.plain import best_plan_under
 from blowfish_te.routes import Outcome, plan_routes
 from blowfish_te.selection import Decision, error_model, measure
 
@@ -46,6 +48,14 @@ def _checked(monkeypatch, route=None, cost=None):
     monkeypatch.setattr(adaptive, "measure", fake_measure)
     monkeypatch.setattr(adaptive, "decide", fake_decide)
     return calls
+
+
+def _forced_notes(mechanism, check, workload, policy, epsilon):
+    """The notes of a release whose check was forced: the features, "forced", and each candidate's
+    predicted error at the rest of ε."""
+    predicted = mechanism._predicted_errors(workload, policy, check.features, mechanism.candidates(workload, policy)[0],
+                                            epsilon - check.decision.spent)
+    return f"adaptive: {check.features.describe()}; forced; {predicted}"
 
 
 def _never(monkeypatch, name):
@@ -156,7 +166,7 @@ def test_dawa_partition_gets_its_split_of_the_rest_of_epsilon(monkeypatch):
     assert stage.eps1 == pytest.approx(0.25 * rest, rel=1e-12) and stage.eps2 == pytest.approx(0.75 * rest, rel=1e-12)
     assert stage.eps1 + stage.eps2 + spent == pytest.approx(epsilon, rel=1e-12)
     assert release.answers.dtype == np.float64 and np.array_equal(release.answers, np.arange(k))
-    assert release.notes == f"adaptive: {check.features.describe()}; forced; ran dawa"
+    assert release.notes == _forced_notes(mechanism, check, w, policy, epsilon) + "; ran dawa"
 
 
 def test_dawa_partition_is_dawas_partition_after_the_features(monkeypatch):
@@ -165,14 +175,16 @@ def test_dawa_partition_is_dawas_partition_after_the_features(monkeypatch):
     k, epsilon = 64, 0.5
     x = datasets.synthetic(k, 2000, rng=1)
     w, policy = wl.identity(k), policies.unbounded(k)
-    _checked(monkeypatch, "partition")
-    release = Adaptive(budget=0).release(w, x, epsilon, np.random.default_rng(7), policy=policy)
+    checks = _checked(monkeypatch, "partition")
+    mechanism = Adaptive(budget=0)
+    release = mechanism.release(w, x, epsilon, np.random.default_rng(7), policy=policy)
     gen = np.random.default_rng(7)
     features = measure(x, epsilon, gen)
     rest = epsilon - features.spent
     expected = DAWA(select=False).partitioned(w, x, 0.25 * rest, 0.75 * rest, gen, scale=features.scale)
     assert np.array_equal(release.answers, expected)
-    assert release.notes.endswith("; forced; ran dawa")
+    assert release.notes == _forced_notes(mechanism, checks[0], w, policy, epsilon) + "; ran dawa"
+    assert "predicted error ratio to the plain release: dawa " in release.notes  # a histogram: ratios only
 
 
 def test_dawa_on_ranges_over_a_line_reads_the_ranges_model_and_the_workloads_split(monkeypatch):
@@ -198,7 +210,11 @@ def test_dawa_on_ranges_over_a_line_reads_the_ranges_model_and_the_workloads_spl
     rest = epsilon - check.decision.spent
     assert check.decision.spent > 0
     assert stages == [(pytest.approx(ratio * rest, rel=1e-12), pytest.approx((1 - ratio) * rest, rel=1e-12))]
-    assert release.answers.shape == (k,) and release.notes.endswith("; forced; ran dawa")
+    assert release.answers.shape == (k,) and release.notes.endswith("; ran dawa")
+    mse = best_plan_under(w, policy, Adaptive(budget=0).candidates(w, policy)[1])[1].expected_mse
+    plain = math.sqrt(mse) / rest
+    predicted = error_model("dawa", 1, "ranges", calibrated=True).predict(check.features) * plain
+    assert f"; forced; predicted RMSE per query: dawa {predicted:.4g}, plain release {plain:.4g} (analytic)" in release.notes
 
 
 @pytest.mark.parametrize("workload", [wl.identity((8, 8)), wl.prefix((8, 8))])
@@ -250,7 +266,8 @@ def test_partition_then_transform_gets_the_rest_and_its_share_of_it(monkeypatch)
     assert stage.eps == pytest.approx(epsilon - spent, rel=1e-12)
     assert stage.eps1 == pytest.approx(0.25 * (epsilon - spent), rel=1e-12)
     assert stage.scale == check.features.scale == x.sum() * epsilon / k  # the public total: exact
-    notes = f"adaptive: {check.features.describe()}; forced"
+    notes = _forced_notes(Adaptive(budget=0), check, w, policy, epsilon)
+    assert "predicted error ratio to the plain release: partition_then_transform " in notes
     assert stage.notes == notes
     assert release.notes == notes + "; ran partition_then_transform"
     assert np.array_equal(release.answers, stage.inner.answers)
@@ -316,7 +333,7 @@ def test_dawa_plain_release_at_the_rest(smoothed, monkeypatch):
     spent = check.decision.spent
     assert spent > 0
     (plain,) = plains
-    notes = f"adaptive: {check.features.describe()}; forced"
+    notes = _forced_notes(mechanism, check, w, policy, epsilon)
     assert plain.workload is w and plain.policy is policy and plain.gen is gen and np.array_equal(plain.x, x)
     assert plain.epsilon == pytest.approx(epsilon - spent, rel=1e-12) and plain.notes == notes
     assert plain.features is check.features  # their noisy record total, for the smoothed sums
@@ -345,7 +362,8 @@ def test_dawa_smoothing_keeps_a_strategy_much_better_than_laplace_on_the_cells(m
     assert not isinstance(best.mechanism, Identity) and cells.expected_mse > 2.5 * best.expected_mse
     (plain,) = plains
     assert plain.smoothed is True and plain.chosen.expected_mse == best.expected_mse and plain.estimator is plain.chosen.mechanism
-    assert plain.notes == f"adaptive: {checks[0].features.describe()}; forced"
+    assert plain.notes == _forced_notes(mechanism, checks[0], w, policy, epsilon)
+    assert "; predicted RMSE per query: dawa " in plain.notes  # prefix sums: against the analytic plain error
 
 
 @pytest.mark.parametrize("factor, identity", [(1.0, True), (1 + 1e-9, True), (1 + 3e-9, False), (1.5, False), (3.0, False)])
@@ -388,7 +406,7 @@ def test_only_histogram_like_workloads_of_partition_then_transform_are_smoothed(
     mechanism = Adaptive(budget=0)
     mechanism.release(w, x, epsilon, np.random.default_rng(13), policy=policy)
     (plain,) = plains
-    assert plain.smoothed is False and plain.notes == f"adaptive: {checks[0].features.describe()}; forced"
+    assert plain.smoothed is False and plain.notes == _forced_notes(mechanism, checks[0], w, policy, epsilon)
     assert plain.epsilon == pytest.approx(epsilon - checks[0].decision.spent, rel=1e-12)
 
 
@@ -402,9 +420,34 @@ def test_the_real_check_decides_and_its_reason_is_in_the_notes(monkeypatch):
     sparse = Adaptive(budget=0).release(w, empty, epsilon, np.random.default_rng(5), policy=policy)
     decision = checks[-1].decision
     assert decision.route == "partition" and decision.reason.startswith("partition: dawa's 1-D ranges model predicts")
-    assert sparse.notes == f"{_head(decision)}; ran dawa"
+    mechanism = Adaptive(budget=0)
+    predicted = mechanism._predicted_errors(w, policy, decision.features, mechanism.candidates(w, policy)[0],
+                                            epsilon - decision.spent)
+    assert sparse.notes == f"{_head(decision)}; {predicted}; ran dawa"
     dense = np.random.default_rng(0).integers(0, 2 * 10**6, k)  # no two neighbours alike: no bucket pays
     plain = Adaptive(budget=0).release(w, dense, epsilon, np.random.default_rng(0), policy=policy)
     decision = checks[-1].decision
     assert decision.route == "plain" and decision.reason.startswith("plain release: dawa's 1-D ranges model predicts")
     assert plain.notes.startswith(_head(decision))
+
+
+def test_the_choice_lists_each_candidates_predicted_rmse_against_the_analytic_plain_error():
+    """On a grid's rectangles every candidate's least-squares ratio times the plain release's
+    analytic RMSE at the rest of ε, in the candidates' order; on histograms only the ratios (the
+    plain release is smoothed, its error unknown before the release)."""
+    shape, rest = (16, 16), 0.37
+    w, policy = wl.prefix(shape), policies.unbounded(shape)
+    x = datasets.synthetic_2d(shape, 4000, rng=3).ravel()
+    mechanism = Adaptive(budget=0)
+    dependents = mechanism.candidates(w, policy)[0]
+    assert [m.name for m in dependents] == ["dawa", "privtree", "agrid"]
+    features = measure(x, 1.0, np.random.default_rng(0))
+    plain = math.sqrt(best_plan_under(w, policy, mechanism.candidates(w, policy)[1])[1].expected_mse) / rest
+    listed = ", ".join(f"{m.name} {error_model(m.name, 2, 'ranges', calibrated=True).predict(features) * plain:.4g}"
+                       for m in dependents)
+    assert mechanism._predicted_errors(w, policy, features, dependents, rest) == \
+        f"predicted RMSE per query: {listed}, plain release {plain:.4g} (analytic)"
+    cells = wl.identity(shape)
+    ratio = error_model("dawa", 2, "cells", calibrated=True).predict(features)
+    assert mechanism._predicted_errors(cells, policy, features, mechanism.candidates(cells, policy)[0], rest) == \
+        f"predicted error ratio to the plain release: dawa {ratio:.3g} ×"
