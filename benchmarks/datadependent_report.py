@@ -17,10 +17,10 @@ mechanism's mean RMSE over it, the best of ours, and — with ``--dpcomp`` — D
 and the ratio of ours to it. For the mechanisms with a private check: how many trials partitioned,
 and the decision cost (the worst trial's route over the better of the plain route and the
 mechanism's own partition branch, each forced on the same trials and charged its mean error over
-them; the plain route is the analytic error of ``auto``'s strategy except on histograms of DAWA and
-partition-then-transform, whose plain route smooths the Laplace counts); how many cells lie above 1.10 × the plain release by more than two
-standard errors of the mean. ``--partitions`` adds, for
-DAWA, the error of the drawn partition (bias + the release's noise over its buckets) over the
+them; the plain route is the analytic error of ``auto``'s strategy except on histograms of DAWA
+and partition-then-transform, whose plain route smooths the Laplace counts); how many cells lie
+above 1.10 × the plain release by more than two standard errors of the mean. ``--partitions``
+adds, for DAWA, the error of the drawn partition (bias + the release's noise over its buckets) over the
 noise-free partition's at the same price.
 
 ``--export-cells DIR`` writes the cells (``cells.json``, each histogram as ``.npy``, the

@@ -166,9 +166,9 @@ def refine_total(features: Features, x: ArrayLike, gen: RandomSource) -> Feature
     at 10⁴ records and ε = 0.01 0.8–1.1 times the error without it.
 
     Privacy: the second total has the features' sensitivity (``record_moves``) and Laplace noise of
-    ``record_moves``/(share·ε);
-    whether it is bought depends on the first noisy total, ε and K only, so by (adaptive)
-    sequential composition the features spend their first budget plus this share.
+    scale ``record_moves``/(share·ε); whether it is bought depends on the first noisy total, ε and
+    K only, so by (adaptive) sequential composition the features spend their first budget plus
+    this share, and the release that follows gets the rest.
     """
     if not isinstance(features, Features):
         raise TypeError(f"features must be Features, got {type(features).__name__}")

@@ -86,9 +86,10 @@ class DAWA(Mechanism):
     bucket total (or cell) by one, so the linear mechanism with Laplace(Δ/ε₂), Δ its strategy's
     largest column L1 norm, is ε₂-DP; the second total, where bought, is Laplace on a value of
     sensitivity 1, its purchase decided by the first noisy total, ε and K; smoothing reads only the
-    released counts and totals. The choices of
-    route, ratio, penalty and strategy depend only on W, ε and what was already released. Sequential
-    composition gives ρε + ε₁ + ε₂ = ε (ρε + the second total + the plain release's share = ε). Data-dependent: no analytic error.
+    released counts and totals. The choices of route, ratio, penalty and strategy depend only on W,
+    ε and what was already released. Sequential composition gives ρε + ε₁ + ε₂ = ε when it
+    partitions, ρε + (the second total) + the plain release's share = ε when it does not.
+    Data-dependent: no analytic error.
     """
 
     name = "dawa"

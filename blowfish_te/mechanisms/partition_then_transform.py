@@ -273,10 +273,10 @@ def plain_release(workload: Workload, x: np.ndarray, policy: Policy, epsilon: fl
     (:func:`~blowfish_te.selection.refine_total`)."""
     route, tree = _route_of(chosen, policy)
     if smoothed and estimator.tags.laplace_on_cells and policy.size <= MAX_SMOOTHING:
-        model = cell_noise(policy, chosen, 1.0)  # the kind of noise: its variance follows the release
-        smooths = model is not None and policy.ndim <= 2 and (model.kind == "independent" or policy.ndim == 1)
+        unit_noise = cell_noise(policy, chosen, 1.0)  # the kind of noise; its variance follows the release
+        smooths = unit_noise is not None and policy.ndim <= 2 and (unit_noise.kind == "independent" or policy.ndim == 1)
         total = None
-        if smooths and features is not None and model.kind == "independent":
+        if smooths and features is not None and unit_noise.kind == "independent":  # path noise sums exactly
             refined = refine_total(features, x, gen)
             epsilon -= refined.spent - features.spent
             total = refined.total_estimate()
