@@ -44,3 +44,9 @@ LEAST_SQUARES: dict[tuple[str, int, str], tuple[float, ...]] = {
     ('privtree', 1, 'cells'): (-0.352, 0.6647, 0.8397, 0.0961, -0.1656, -0.0978, 0.924, -0.2347),
     ('privtree', 1, 'ranges'): (0.2969, 0.4975, 0.37, 0.2193, -0.0655, -0.0353, -0.1093, -0.0278),
 }
+#: Decision thresholds below 1 (``ErrorModel.threshold``), chosen by leave-one-shape-out validation
+#: (``--thresholds``); every other model partitions below 1.
+THRESHOLDS: dict[tuple[str, int, str], float] = {
+    ('dawa', 1, 'cells'): 0.7,
+    ('dawa', 1, 'ranges'): 0.6,
+}

@@ -199,13 +199,20 @@ class ErrorModel:
     With ``cost_bound`` (histogram workloads) the prediction is at least the cost feature: DAWA's
     cost in units of K/ε is the L1 error of the best partition without noise over the plain
     release's L1 error K/ε (Li et al., PVLDB 2014, the cost of a bucket is its deviation plus
-    the noise of its total), and no private partition beats that optimum."""
+    the noise of its total), and no private partition beats that optimum.
+
+    ``threshold``: the check partitions where the prediction is below it. 1 is where the two
+    branches' expected errors cross; a model whose fit errs on shapes it was not fitted on has it
+    lowered to the value that made the cheapest decisions over shapes held out one at a time
+    (``benchmarks/train_selection.py --thresholds``), so that it partitions only where it predicts
+    a gain larger than its own error there."""
 
     name: str
     coefficients: tuple[float, ...]
     scale_range: tuple[float, float] = (-1.5, 4.0)
     excess_max: float = 2.0
     cost_bound: bool = False
+    threshold: float = 1.0
 
     def terms(self, features: Features) -> tuple[float, ...]:
         """The surface's terms (1, s, c, s·c, s², c², g, s·g) for ``features``."""
@@ -235,8 +242,8 @@ def error_model(mechanism: str, ndim: int, workload_class: str, *, calibrated: b
     of ``workload_class`` (:data:`WORKLOAD_CLASSES`). By default the model its check decides with
     (where a cost-weighted refinement made cheaper decisions, only the side of 1 it predicts is
     fitted); with ``calibrated`` the least-squares fit of the same surface, whose magnitudes can
-    be compared across mechanisms (:func:`choose`)."""
-    from ._selection_models import COEFFICIENTS, EXCESS_MAX, LEAST_SQUARES, SCALE_RANGES
+    be compared across mechanisms (:func:`choose`), and its decision threshold is 1."""
+    from ._selection_models import COEFFICIENTS, EXCESS_MAX, LEAST_SQUARES, SCALE_RANGES, THRESHOLDS
 
     if workload_class not in WORKLOAD_CLASSES:
         raise ValueError(f"workload_class must be one of {WORKLOAD_CLASSES}, got {workload_class!r}")
@@ -246,7 +253,7 @@ def error_model(mechanism: str, ndim: int, workload_class: str, *, calibrated: b
         raise ValueError(f"no error model is fitted for {mechanism} on {ndim}-D {workload_class} workloads; fitted: {known}")
     coefficients = LEAST_SQUARES.get(key, COEFFICIENTS[key]) if calibrated else COEFFICIENTS[key]
     return ErrorModel(f"{mechanism}'s {ndim}-D {workload_class} model", coefficients, SCALE_RANGES[ndim], EXCESS_MAX,
-                      cost_bound=workload_class == "cells")
+                      cost_bound=workload_class == "cells", threshold=1.0 if calibrated else THRESHOLDS.get(key, 1.0))
 
 
 @dataclass(frozen=True)
@@ -266,16 +273,18 @@ class Decision:
 
 
 def decide(features: Features, model: ErrorModel) -> Decision:
-    """Partition when ``model`` predicts the data-dependent release below the plain release's
-    error (ratio < 1: the branches' expected errors cross there), else the plain release."""
+    """Partition when ``model`` predicts the data-dependent release below its threshold times the
+    plain release's error (1: the branches' expected errors cross there; lower for a model whose
+    fit errs on shapes it was not fitted on, :class:`ErrorModel`), else the plain release."""
     if not isinstance(model, ErrorModel):
         raise TypeError(f"model must be an ErrorModel, got {type(model).__name__}")
     ratio = model.predict(features)
-    if ratio < 1.0:
-        return Decision("partition", f"partition: {model.name} predicts {ratio:.3g} × the plain release's error", ratio,
-                        features)
-    return Decision("plain", f"plain release: {model.name} predicts the partition at {ratio:.3g} × its error", ratio,
-                    features)
+    below = "" if model.threshold == 1.0 else f" (it partitions below {model.threshold:g})"
+    if ratio < model.threshold:
+        return Decision("partition", f"partition: {model.name} predicts {ratio:.3g} × the plain release's error{below}",
+                        ratio, features)
+    return Decision("plain", f"plain release: {model.name} predicts the partition at {ratio:.3g} × its error{below}",
+                    ratio, features)
 
 
 def choose(features: Features, models: dict[str, ErrorModel], deciders: dict[str, ErrorModel] | None = None) -> Decision:
@@ -283,7 +292,7 @@ def choose(features: Features, models: dict[str, ErrorModel], deciders: dict[str
     each model in ``models`` (name → calibrated :class:`ErrorModel`) predicts its release's error
     over the plain release's from the same noisy ``features``; the release of lowest prediction
     runs where its decision model (``deciders[name]``, by default the same model) predicts below
-    1 (the decision's ``route`` is its name), else the plain release. The models must share
+    its threshold (the decision's ``route`` is its name), else the plain release. The models must share
     their plain release (range workloads, where it is the analytic error of ``auto``'s strategy
     for every mechanism), so that their predictions compare."""
     deciders = models if deciders is None else deciders
@@ -294,7 +303,7 @@ def choose(features: Features, models: dict[str, ErrorModel], deciders: dict[str
     best = min(predicted, key=predicted.get)
     decided = deciders[best].predict(features)
     listing = ", ".join(f"{name} {ratio:.3g}" for name, ratio in predicted.items())
-    if decided < 1.0:
+    if decided < deciders[best].threshold:
         return Decision(best, f"{best}: the lowest predicted error over the plain release's ({listing})", decided, features)
     return Decision("plain", f"plain release: {best}, the lowest predicted error over its own ({listing}), is predicted "
                     f"at {decided:.3g} × it by its check's model", decided, features)

@@ -165,6 +165,29 @@ def test_decide_partitions_exactly_below_the_crossing():
         decide(features, (0, 0, 0, 0, 0, 0))
 
 
+def test_a_model_with_a_lower_threshold_partitions_only_below_it():
+    """A threshold τ < 1 (chosen on held-out shapes) moves the decision: partition exactly below τ,
+    in decide and for choose's chosen decider; error_model gives the shipped threshold to the
+    decision model and 1 to the calibrated one."""
+    features = _features(scale=1.0, cost=1.0 - COST_FLOOR)  # s = 0, c = 0, g = 0: log10 ratio = c₀
+
+    def model(ratio, threshold=1.0):
+        return ErrorModel("m", (math.log10(ratio), 0, 0, 0, 0, 0, 0, 0), threshold=threshold)
+
+    assert decide(features, model(0.7)).route == "partition"
+    kept = decide(features, model(0.7, threshold=0.6))
+    assert kept.route == "plain" and kept.predicted == pytest.approx(0.7) and "it partitions below 0.6" in kept.reason
+    assert decide(features, model(0.59, threshold=0.6)).route == "partition"
+    assert choose(features, {"a": model(0.5)}, {"a": model(0.7, threshold=0.6)}).route == "plain"
+    assert choose(features, {"a": model(0.5)}, {"a": model(0.55, threshold=0.6)}).route == "a"
+    from blowfish_te._selection_models import THRESHOLDS
+
+    for key, threshold in THRESHOLDS.items():
+        assert 0 < threshold < 1
+        assert error_model(*key).threshold == threshold and error_model(*key, calibrated=True).threshold == 1.0
+    assert error_model("dawa", 2, "ranges").threshold == THRESHOLDS.get(("dawa", 2, "ranges"), 1.0)
+
+
 def test_choose_runs_the_lowest_prediction_below_the_crossing():
     """Pythia's argmin: every model reads the same features; the lowest prediction runs when it is
     below the plain release's error, and the reason lists every prediction."""

@@ -110,3 +110,23 @@ def test_a_change_inside_the_measured_spread_is_not_flagged():
     assert tiny[1] == 0  # a millisecond's change is process noise
     close = run.compare(record("a" * 40, 0.4, [0.35, 0.78]), record("b" * 40, 1.5, [0.92, 1.55]))
     assert close[1] == 0  # every new run slower, but not every one by 25 %: a fresh process's spread
+
+
+def test_the_held_out_threshold_is_the_cheapest_over_shapes_each_left_out(monkeypatch):
+    """Each shape is decided by a model fitted on the others; the threshold of the smallest largest
+    held-out cost wins, the largest of those."""
+    import train_selection as ts
+
+    rows = [dict(shape=s, i=i) for s in ("A", "B", "C") for i in range(2)]
+    fitted_on = []
+    monkeypatch.setattr(ts, "fit", lambda train, key: fitted_on.append(sorted({r["shape"] for r in train})) or ((0.0,), ()))
+    costs = {1.0: 3.0, 0.9: 2.0, 0.8: 1.5, 0.7: 1.5, 0.6: 2.0, 0.5: 1.5}  # largest cost per threshold, on shape B
+
+    def mean_costs(coefficients, held, key, threshold=1.0):
+        return np.array([costs[threshold] if r["shape"] == "B" else 1.1 for r in held])
+
+    monkeypatch.setattr(ts, "mean_costs", mean_costs)
+    tau, summary = ts.held_out_threshold(rows, ("m", 1, "cells"))
+    assert fitted_on == [["B", "C"], ["A", "C"], ["A", "B"]]  # every shape left out once
+    assert tau == 0.8  # 0.8, 0.7 and 0.5 tie on the smallest largest cost: the largest of them
+    assert summary[1.0][0] == 3.0 and summary[0.8] == pytest.approx((1.5, (1.1**4 * 1.5**2) ** (1 / 6)))
