@@ -21,7 +21,10 @@ cost-weighted refinement replaces it where it makes cheaper picks on the trainin
 over fresh noisy copies, the mean and the worst cost of its picks (error over the better branch's).
 
 ``--save-rows FILE`` keeps the measured cells (JSON); ``--rows FILE`` refits from them without
-measuring again.
+measuring again. ``--thresholds`` instead chooses each model's decision threshold on shapes held
+out one at a time (:func:`held_out_threshold`) and, with ``--write``, writes only those: the
+shipped coefficients stay (the held-out fits rerun the same fitting procedure, so a threshold
+stays valid when that procedure refits the model).
 """
 
 from __future__ import annotations
