@@ -52,16 +52,7 @@ import blowfish_te as bt
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te.mechanisms.datadependent import SMOOTHING_COST
-from blowfish_te.mechanisms.partition_then_transform import plain_release
-from blowfish_te.mechanisms.plain import (
-    STAGE_TWO,
-    aggregation_gain,
-    best_linear,
-    best_plan_under,
-    lowest_error,
-    workload_class,
-)
+from blowfish_te.mechanisms.plain import STAGE_TWO, aggregation_gain, best_linear, lowest_error, workload_class
 from blowfish_te.partitions import noise_free_partition, price_factor
 from blowfish_te.workloads import BucketWorkload
 
@@ -138,17 +129,10 @@ def plain_branch(name: str, w, x, eps: float, gen, policy) -> np.ndarray | None:
         return None
     if name == "dawa":
         mech = M.DAWA()
-        decision = mech.check(w, x, eps, gen)
-        smooth_along = mech.layout(w.domain) if decision.features.cost < SMOOTHING_COST else None
-        return mech.plain(w, x, eps - decision.spent, gen, smooth_along, decision.features)
+        return mech.release_plain(w, x, eps, gen, mech.check(w, x, eps, gen))
     mech = M.PartitionThenTransform()
     decision = mech.check(w, x, eps, gen, policy)
-    if decision is None:
-        return None
-    estimator, chosen = best_plan_under(w, policy)
-    smoothed = decision.features.cost < SMOOTHING_COST and mech.smooths(w)
-    return np.asarray(plain_release(w, x, policy, eps - decision.spent, gen, estimator, chosen, smoothed, "",
-                                    decision.features).answers)
+    return None if decision is None else np.asarray(mech.release_plain(w, x, policy, eps, gen, decision, "").answers)
 
 
 def decision_of(name: str, w, x, eps: float, gen, policy) -> str | None:

@@ -155,13 +155,19 @@ class DAWA(Mechanism):
         if decision is None:
             answers = self.partitioned(workload, x, ratio * epsilon, (1 - ratio) * epsilon, gen)
         elif decision.route != "partition":
-            rest = epsilon - decision.spent
-            smooth_along = self.layout(workload.domain) if decision.features.cost < SMOOTHING_COST else None
-            answers = self.plain(workload, x, rest, gen, smooth_along, decision.features)
+            answers = self.release_plain(workload, x, epsilon, gen, decision)
         else:
             rest = epsilon - decision.spent  # both steps keep their shares of the rest
             answers = self.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen, scale=self.pricing_scale(workload, decision))
         return Outcome(np.asarray(answers, dtype=np.float64))
+
+    def release_plain(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
+                      decision: Decision) -> np.ndarray:
+        """The plain route a check's ``decision`` leads to (validated arguments): :meth:`plain` at
+        ``epsilon`` less the features' spend, smoothed along :meth:`layout` where the noisy cost is
+        below :data:`SMOOTHING_COST`, with the features' record total."""
+        smooth_along = self.layout(workload.domain) if decision.features.cost < SMOOTHING_COST else None
+        return self.plain(workload, x, epsilon - decision.spent, gen, smooth_along, decision.features)
 
     def partition_share(self, workload: Workload, policy: Policy) -> float:
         """The partition's share of ε (the :class:`~blowfish_te.mechanisms.partitioner.Partitioner`

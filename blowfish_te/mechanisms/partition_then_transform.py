@@ -72,8 +72,10 @@ class PartitionThenTransform(NativeMechanism):
     first spends a few % of ε on Laplace features — the record total unless the policy discloses
     it, and DAWA's two costs — each of sensitivity 1 for a record added or removed (the
     neighbours of unbounded DP) and 2 for a record moved along an edge (any other policy), and the
-    fitted model decides from them whether to partition; either branch runs at the rest of ε.
-    Sequential composition gives ε.
+    fitted model decides from them whether to partition; either branch runs at the rest of ε (a
+    smoothed plain release first buys a second record total where the check's reads the data
+    nearly empty, :func:`blowfish_te.selection.refine_total`: Laplace at the same sensitivity, its
+    purchase decided by the first noisy total, ε and K). Sequential composition gives ε.
 
     ``epsilon_split`` (ε₁/ε) defaults to a rule of the workload and the policy (never the data):
 
@@ -189,14 +191,22 @@ class PartitionThenTransform(NativeMechanism):
             features = decision.features
             notes = f"{self.name}: {features.describe()}; {decision.reason}"
             if decision.route != "partition":
-                estimator, chosen = self._plain_plan(workload, policy)
-                smoothed = features.cost < SMOOTHING_COST and self.smooths(workload)
-                return plain_release(workload, x, policy, epsilon - decision.spent, gen, estimator, chosen, smoothed, notes,
-                                     features)
+                return self.release_plain(workload, x, policy, epsilon, gen, decision, notes)
             rest = epsilon - decision.spent  # both steps keep their shares of the rest
             scale = features.scale if self.smooths(workload) else None  # histogram-like workloads only
             return self.partitioned(workload, x, policy, rest, eps1 * rest / epsilon, gen, notes, scale=scale)
         return self.partitioned(workload, x, policy, epsilon, eps1, gen, "")
+
+    def release_plain(self, workload: Workload, x: np.ndarray, policy: Policy, epsilon: float, gen: RandomSource,
+                      decision: Decision, notes: str) -> Outcome:
+        """The plain route a check's ``decision`` leads to (validated arguments): the plain plan
+        (``auto``'s choice, or the given estimator's best route) at ``epsilon`` less the features'
+        spend, its cells smoothed where the workload is histogram-like and the noisy cost is below
+        :data:`~blowfish_te.mechanisms.datadependent.SMOOTHING_COST` (:func:`plain_release`)."""
+        estimator, chosen = self._plain_plan(workload, policy)
+        smoothed = decision.features.cost < SMOOTHING_COST and self.smooths(workload)
+        return plain_release(workload, x, policy, epsilon - decision.spent, gen, estimator, chosen, smoothed, notes,
+                             decision.features)
 
     def _plain_plan(self, workload: Workload, policy: Policy):
         if self.estimator is not None:

@@ -530,3 +530,21 @@ def test_whole_release_costs_at_most_epsilon(monkeypatch, scale, seed, route):
     bound = spent + 0.75 * (epsilon - spent) if route == "partition" else epsilon
     assert cost <= bound * (1 + 1e-9)
     assert cost >= 0.7 * bound  # the replay does charge the release
+
+
+@pytest.mark.parametrize("cost", [0.2, 5.0])
+def test_the_plain_route_is_release_plain_smoothed_only_below_the_smoothing_cost(monkeypatch, cost):
+    """What a release runs when its check says plain is :meth:`DAWA.release_plain` of that
+    decision, draw for draw; it smooths (with the features' total) only below SMOOTHING_COST."""
+    k = 64
+    x = np.random.default_rng(3).integers(0, 40, k)
+    decision = _decision("plain", 0.05, k, cost=cost)
+    _patch_check(monkeypatch, 1.0, decision)
+    monkeypatch.setattr(dd, "plain_strategy", lambda mechanism, workload: M.Identity())
+    smoothed = []
+    real = dd.smooth
+    monkeypatch.setattr(dd, "smooth", lambda y, noise, total: smoothed.append(total) or real(y, noise, total))
+    released = M.DAWA().run(wl.identity(k), x, 0.5, rng=np.random.default_rng(0))
+    direct = M.DAWA().release_plain(wl.identity(k), x, 0.5, np.random.default_rng(0), decision)
+    assert np.array_equal(released, direct)
+    assert smoothed == ([None, None] if cost < dd.SMOOTHING_COST else [])  # the hand-made features' total has no variance
