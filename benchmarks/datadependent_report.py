@@ -52,7 +52,7 @@ import blowfish_te as bt
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te.mechanisms.plain import STAGE_TWO, aggregation_gain, best_linear, lowest_error, workload_class
+from blowfish_te.mechanisms.plain import STAGE_TWO, aggregation_gain, best_linear, best_plan_under, lowest_error, workload_class
 from blowfish_te.partitions import noise_free_partition, price_factor
 from blowfish_te.workloads import BucketWorkload
 
@@ -63,7 +63,13 @@ EPSILONS = (0.01, 0.1)
 #: Mechanisms per dimension; the first ones carry a private check and must stay near the plain release.
 CHECKED = {1: ("dawa", "partition_then_transform", "privtree"), 2: ("dawa", "agrid", "privtree", "ugrid")}
 OTHERS = {1: ("adaptive", "uniform", "ahp"), 2: ("adaptive", "uniform")}
+#: Under the Blowfish policies (``--policy blowfish``: line in 1-D, grid:1 in 2-D) the registered
+#: mechanisms that serve them: the native partition-then-transform and ``adaptive``.
+CHECKED_BLOWFISH = ("partition_then_transform",)
+OTHERS_BLOWFISH = ("adaptive",)
 NATIVE = ("partition_then_transform", "adaptive")
+#: ``adaptive``'s candidates that a release names after "ran" (anything else it ran is its plain release).
+ADAPTIVE_CANDIDATES = ("dawa", "partition_then_transform", "privtree", "agrid")
 
 
 def cells(data_dir, only) -> list[dict]:
@@ -98,10 +104,24 @@ def seed_of(cell, trial: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([trial, zlib.crc32(cell["id"].encode())]))
 
 
-def release(name: str, w, x, eps: float, gen, policy) -> np.ndarray:
+def policy_of(ndim: int, kind: str):
+    """Unbounded DP, or the Blowfish policy the report runs under ``--policy blowfish``."""
+    shape = (K_1D,) if ndim == 1 else SHAPE_2D
+    if kind == "dp":
+        return policies.unbounded(shape)
+    return policies.line(K_1D) if ndim == 1 else policies.grid(SHAPE_2D)
+
+
+def release(name: str, w, x, eps: float, gen, policy) -> tuple[np.ndarray, str | None]:
+    """(answers, the candidate ``adaptive`` ran — "plain" for its plain release —, None for the others)."""
     if name in NATIVE:
-        return np.asarray(bt.answer(w, x.reshape(policy.shape), policy, eps, name, rng=gen).answers)
-    return np.asarray(M.get_mechanism(name).run(w, x, eps, gen))
+        out = bt.answer(w, x.reshape(policy.shape), policy, eps, name, rng=gen)
+        route = None
+        if name == "adaptive":
+            ran = out.choice.rsplit("ran ", 1)[-1].split(" ")[0] if "ran " in out.choice else ""
+            route = ran if ran in ADAPTIVE_CANDIDATES else "plain"
+        return np.asarray(out.answers), route
+    return np.asarray(M.get_mechanism(name).run(w, x, eps, gen)), None
 
 
 def partition_branch(name: str, w, x, eps: float, gen, policy) -> np.ndarray:
@@ -144,6 +164,16 @@ def decision_of(name: str, w, x, eps: float, gen, policy) -> str | None:
     return None if decision is None else decision.route
 
 
+def adaptive_candidates(w, policy) -> list[str]:
+    """The data-dependent candidates ``adaptive`` chooses among for this workload and policy
+    (none where its first candidate would not partition the workload: then it is the plain release)."""
+    adaptive = M.get_mechanism("adaptive")
+    dependents = adaptive.candidates(w, policy)[0]
+    if not (policy.is_unbounded_dp or dependents[0].partition_share(w, policy) > 0):
+        return []
+    return [m.name for m in dependents]
+
+
 def partition_quality(w, x, eps: float, seeds: int, cell) -> dict:
     """DAWA's drawn partitions against the noise-free one at the same price: error = bias +
     the release's noise over the buckets (the stage-two strategy's analytic error). The
@@ -180,24 +210,32 @@ def partition_quality(w, x, eps: float, seeds: int, cell) -> dict:
 
 
 def measure_cell(job) -> dict:
-    cell, seeds, with_partitions = job
+    cell, seeds, with_partitions, kind = job
     ndim = cell["dim"]
-    policy = policies.unbounded((K_1D,) if ndim == 1 else SHAPE_2D)  # one object: its plans are cached per policy
+    policy = policy_of(ndim, kind)  # one object: its plans are cached per policy
     w = workload_of(cell)
     x = data_of(cell)
     eps = cell["eps"]
     truth = np.asarray(w.matvec(x), dtype=np.float64)
-    plain = float(np.sqrt(best_linear(w).expected_error(w, eps) / w.num_queries))
-    out = dict(cell=cell["id"], plain=plain, runs={}, branch={}, decisions={}, seconds={})
-    for name in CHECKED[ndim] + OTHERS[ndim]:
-        rmse, secs = [], []
+    if kind == "dp":
+        plain = float(np.sqrt(best_linear(w).expected_error(w, eps) / w.num_queries))
+    else:  # auto's analytic error under the policy (per query, at ε = 1)
+        plain = float(np.sqrt(best_plan_under(w, policy)[1].expected_mse) / eps)
+    checked, others = (CHECKED[ndim], OTHERS[ndim]) if kind == "dp" else (CHECKED_BLOWFISH, OTHERS_BLOWFISH)
+    out = dict(cell=cell["id"], policy=policy.name, plain=plain, runs={}, branch={}, decisions={}, seconds={}, routes={})
+    for name in checked + others:
+        rmse, secs, routes = [], [], []
         for t in range(seeds):
             started = time.perf_counter()
-            answers = release(name, w, x, eps, seed_of(cell, t), policy)
+            answers, route = release(name, w, x, eps, seed_of(cell, t), policy)
             secs.append(time.perf_counter() - started)
             rmse.append(float(np.sqrt(np.mean((answers - truth) ** 2))))
+            routes.append(route)
         out["runs"][name], out["seconds"][name] = rmse, secs
-        if name in CHECKED[ndim]:
+        if name == "adaptive":
+            out["routes"][name] = routes
+            out["candidates"] = adaptive_candidates(w, policy)
+        if name in checked:
             out["decisions"][name] = [decision_of(name, w, x, eps, seed_of(cell, t), policy) for t in range(seeds)]
             out["branch"][name] = [float(np.sqrt(np.mean((partition_branch(name, w, x, eps, seed_of(cell, t), policy) - truth) ** 2)))
                                    for t in range(seeds)]
@@ -324,6 +362,54 @@ def summarise(results, dpcomp, recorder) -> None:
             print(line)
 
 
+def summarise_adaptive(results, dpcomp, recorder) -> None:
+    """``adaptive`` against the best single registered mechanism of each cell (the plain release's
+    analytic error among them), its choice per trial, and the per-trial spread."""
+    rows = [r for r in results if "adaptive" in r["runs"] and "candidates" in r]
+    if not rows:
+        return
+    print("\nadaptive against the best single mechanism (target: median <= 1.05, every cell <= 1.25); its choices per"
+          "\ntrial; choice cost = the worst trial's chosen candidate (its mean error on the cell: a data-dependent"
+          "\ncandidate's partition branch, or the plain route) over the cell's best candidate; per-trial spread = the"
+          "\nworst trial's error over the best candidate's mean, and the same for the best single mechanism's own trials:")
+    over_best, costs, spread, own_spread, vs_dpcomp = [], [], [], [], []
+    for r in rows:
+        plain = r["plain"]
+        runs = r["runs"]
+        singles = {name: float(np.mean(v)) for name, v in runs.items() if name != "adaptive"}
+        singles["plain"] = plain
+        best_single = min(singles, key=singles.get)
+        adaptive = float(np.mean(runs["adaptive"]))
+        plain_runs = next((r["plain_branch"][n] for n in ("dawa", "partition_then_transform") if n in r.get("plain_branch", {})), None)
+        candidates = {"plain": float(np.mean(plain_runs)) if plain_runs else plain}
+        candidates.update({n: float(np.mean(r["branch"][n])) for n in r["candidates"] if n in r["branch"]})
+        best_candidate = min(candidates.values())
+        routes = r["routes"]["adaptive"]
+        cost = max(candidates.get(route, candidates["plain"]) for route in routes) / best_candidate
+        worst_trial = max(runs["adaptive"]) / min(best_candidate, singles[best_single])
+        own = max(runs[best_single]) / singles[best_single] if best_single in runs else 1.0
+        over_best.append(adaptive / singles[best_single])
+        costs.append(cost)
+        spread.append(worst_trial)
+        own_spread.append(own)
+        chosen = ", ".join(f"{name} {count}" for name, count in collections.Counter(routes).most_common())
+        line = (f"  {r['cell']:34s} adaptive/best {adaptive / singles[best_single]:5.2f} ({best_single[:10]})  ran: {chosen:22s}"
+                f" choice cost {cost:5.2f}  spread {worst_trial:5.2f} (best single's own {own:5.2f})")
+        if dpcomp and r["cell"] in dpcomp:
+            vs_dpcomp.append(adaptive / dpcomp[r["cell"]][1])
+            line += f"  /DPComp {vs_dpcomp[-1]:5.2f}"
+        print(line)
+    over_best, costs, spread, own_spread = map(np.array, (over_best, costs, spread, own_spread))
+    print(f"adaptive over the best single mechanism: median {np.median(over_best):.3f}, worst {over_best.max():.3f}, "
+          f"{int(np.sum(over_best > 1.25))} of {over_best.size} cells above 1.25")
+    print(f"choice cost: worst {costs.max():.2f}, {int(np.sum(costs > 1.5))} cells above 1.5; per-trial spread above 1.5 in "
+          f"{int(np.sum(spread > 1.5))} cells (the best single mechanism's own trials: {int(np.sum(own_spread > 1.5))})")
+    recorder("adaptive over best single, median", float(np.median(over_best)), "ratio")
+    recorder("adaptive over best single, worst", float(over_best.max()), "ratio")
+    if vs_dpcomp:
+        print(f"adaptive over DPComp's best: median {np.median(vs_dpcomp):.3f}, worst {max(vs_dpcomp):.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("BLOWFISH_TE_DATA"))
@@ -334,6 +420,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", default="1d,2d")
+    parser.add_argument("--policy", choices=("dp", "blowfish"), default="dp",
+                        help="unbounded DP (default), or the Blowfish policies line (1-D) and grid:1 (2-D)")
     parser.add_argument("--partitions", action="store_true", help="also DAWA's drawn partitions against the noise-free one")
     parser.add_argument("--export-cells", default=None)
     parser.add_argument("--results", type=pathlib.Path, default=None, help="write every trial's results here (JSON)")
@@ -346,7 +434,9 @@ def main() -> None:
         print("DPComp's best leaves out: " + "; ".join(f"{name} ({DPCOMP_NOT_PRIVATE.get(name, 'by request')})"
                                                        for name in excluded))
     if args.from_results:
-        summarise(json.loads(args.from_results.read_text()), dpcomp, Recorder(args.json))
+        results = json.loads(args.from_results.read_text())
+        summarise(results, dpcomp, Recorder(args.json))
+        summarise_adaptive(results, dpcomp, Recorder(args.json))
         return
     if args.data_dir is None:
         raise SystemExit("give --data-dir (the DPBench folder with 1D/ and 2D/) or set $BLOWFISH_TE_DATA")
@@ -358,10 +448,11 @@ def main() -> None:
         export(cell_list, args.export_cells)
         return
     with ProcessPoolExecutor(args.workers) as pool:
-        results = list(pool.map(measure_cell, [(c, args.seeds, args.partitions) for c in cell_list]))
+        results = list(pool.map(measure_cell, [(c, args.seeds, args.partitions, args.policy) for c in cell_list]))
     if args.results:
         args.results.write_text(json.dumps(results))
     summarise(results, dpcomp, Recorder(args.json))
+    summarise_adaptive(results, dpcomp, Recorder(args.json))
 
 
 if __name__ == "__main__":

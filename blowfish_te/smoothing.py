@@ -40,6 +40,19 @@ forced, which kept their noise and, once the isolated cell was clipped at 0, add
 DPBench shapes at 10³ records and ε = 0.01, 2 seeds in 40 at 9 times the error of the others).
 Only the segmentation reads the floored counts; the buckets average the released ones.
 
+Under path noise the counts' running sums are the release itself (noisy cumulative counts, the
+last one the exact record total), and clipping cells at 0 would break them: a large draw d_j
+reads as +D at cell j and −D at cell j + 1, the segmentation isolates both (each reading is far
+from its neighbours), and clipping the −D alone leaves +D at cell j. So the bucket means are
+instead projected onto counts whose running sums are nondecreasing from 0 to the total (isotonic
+regression of the running sums, the consistency of Hay, Rastogi, Miklau, Suciu, PVLDB 2010,
+applied to the cumulative counts). The true running sums lie in that closed convex set, so the
+projection never moves the running sums of the bucket means further from them — prefix queries'
+squared error cannot grow — and the pair above pools back to what the cells held. Measured on the
+DPBench 1-D shapes under the line policy at 10³, 10⁵ and 10⁷ records, ε ∈ {0.01, 0.1}, 20 seeds,
+cells as the workload: 0.42–1.00 times the error of clipping (geometric mean 0.89); HEPTH and
+SEARCHLOGS at 10³ records and ε = 0.01 had one seed in 10 at 28–37 times the others' error.
+
 With a noisy record total T of variance τ² beside the release (:func:`smooth`'s ``total``), the
 bucket sums S_b (variance n_b·σ² each, independent) are moved to their least-squares estimate
 given T: S_b + n_b σ²/(K σ² + τ²)·(T - Σ S). On a long bucket this matters: a bucket of all K
@@ -66,7 +79,7 @@ from numpy.typing import ArrayLike
 from ._validation import check_int, check_real, check_real_array
 from .partitions import _best_tiling
 
-__all__ = ["CellNoise", "segment", "smooth", "CREDIT", "PENALTY_BASE", "PENALTY_SLOPE", "MAX_SMOOTHING"]
+__all__ = ["CellNoise", "segment", "smooth", "monotone_running_sums", "CREDIT", "PENALTY_BASE", "PENALTY_SLOPE", "MAX_SMOOTHING"]
 
 #: Share of the noise a merge is credited with removing (κ above).
 CREDIT = 0.8
@@ -145,11 +158,13 @@ def segment(y: ArrayLike, noise: CellNoise) -> np.ndarray:
 
 
 def smooth(y: ArrayLike, noise: CellNoise, total: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(estimate, labels): the mean of ``y`` over each bucket of :func:`segment`, clipped at 0;
-    with ``total`` = (T, τ²), a record total released independently of ``y`` with noise of
-    variance τ² (0: exact), the bucket sums first moved to their least-squares estimate given T
-    (module docstring; independent noise only: under ``path`` noise the sum of ``y`` is already
-    exact)."""
+    """(estimate, labels): the mean of ``y`` over each bucket of :func:`segment`, clipped at 0
+    under independent noise; under ``path`` noise, whose counts sum exactly to the record total,
+    projected instead onto counts whose running sums rise from 0 to that total
+    (:func:`monotone_running_sums`). With ``total`` = (T, τ²), a record total released
+    independently of ``y`` with noise of variance τ² (0: exact), the bucket sums are first moved to
+    their least-squares estimate given T (module docstring; independent noise only: under ``path``
+    noise the sum of ``y`` is already exact)."""
     y = check_real_array(y, "y", ndim=1)
     if total is not None:
         if not isinstance(total, tuple) or len(total) != 2:
@@ -161,7 +176,26 @@ def smooth(y: ArrayLike, noise: CellNoise, total: tuple[float, float] | None = N
     if total is not None and noise.kind == "independent" and noise.variance * y.size + total[1] > 0:
         sums = sums + sizes * (noise.variance / (noise.variance * y.size + total[1])) * (total[0] - float(sums.sum()))
     means = sums / sizes
+    if noise.kind == "path":
+        return monotone_running_sums(means[labels]), labels
     return np.maximum(means[labels], 0.0), labels
+
+
+def monotone_running_sums(cells: np.ndarray) -> np.ndarray:
+    """Cells whose running sums are the L2-nearest nondecreasing sequence from 0 up to T = Σ
+    ``cells`` (kept exactly: under path noise it is the public record total) to the running sums of
+    ``cells``: isotonic regression of the first K - 1 running sums clipped to [0, T] (box-bounded
+    isotonic regression is the unbounded one clipped). Counts are non-negative exactly when their
+    running sums are nondecreasing, so the projection is onto a closed convex set holding the true
+    running sums and never moves them further away (module docstring)."""
+    from scipy.optimize import isotonic_regression  # scipy.optimize is slow to import; only smoothing needs it
+
+    cells = np.asarray(cells, dtype=np.float64)
+    total = float(cells.sum())
+    if cells.size == 1:
+        return np.array([total])
+    fitted = np.clip(isotonic_regression(np.cumsum(cells)[:-1]).x, 0.0, max(total, 0.0))
+    return np.diff(np.concatenate([[0.0], fitted, [total]]))
 
 
 class _IntervalRisks:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blowfish_te.smoothing import CellNoise, _IntervalRisks, segment, smooth
+from blowfish_te.smoothing import CellNoise, _IntervalRisks, monotone_running_sums, segment, smooth
 
 # -- noise models ------------------------------------------------------------------------------------
 
@@ -308,10 +308,58 @@ def test_ties_between_tilings_go_to_the_first_found_along_the_path():
     assert np.array_equal(segment(y, noise), kept)
 
 
-def test_smooth_is_the_bucket_means_clipped_at_zero():
+def test_smooth_is_the_bucket_means_clipped_at_zero_under_independent_noise():
     y = np.array([0.3, 0.5, 0.2, 0.4, 9.0, 9.5, -3.0, -2.5])
-    for kind in ("independent", "path"):
-        estimate, labels = smooth(y, CellNoise(kind, 1.0, 8))
-        assert np.array_equal(labels, [0, 0, 0, 0, 1, 1, 2, 2]), kind
-        assert estimate == pytest.approx([0.35] * 4 + [9.25] * 2 + [0.0] * 2, abs=1e-12)
-        assert (estimate[6:] == 0.0).all()
+    estimate, labels = smooth(y, CellNoise("independent", 1.0, 8))
+    assert np.array_equal(labels, [0, 0, 0, 0, 1, 1, 2, 2])
+    assert estimate == pytest.approx([0.35] * 4 + [9.25] * 2 + [0.0] * 2, abs=1e-12)
+    assert (estimate[6:] == 0.0).all()
+
+
+def test_smooth_projects_the_running_sums_under_path_noise():
+    """The same buckets; their means' running sums .35 .7 1.05 1.4 10.65 19.9 17.15 | 14.4 pool
+    19.9 and 17.15 to 18.525, which the exact total 14.4 caps: the counts keep the total."""
+    y = np.array([0.3, 0.5, 0.2, 0.4, 9.0, 9.5, -3.0, -2.5])
+    estimate, labels = smooth(y, CellNoise("path", 1.0, 8))
+    assert np.array_equal(labels, [0, 0, 0, 0, 1, 1, 2, 2])
+    assert estimate == pytest.approx([0.35] * 4 + [9.25, 3.75, 0.0, 0.0], abs=1e-12)
+    assert estimate.sum() == pytest.approx(y.sum(), abs=1e-12)
+    assert monotone_running_sums(np.array([5.0])) == pytest.approx([5.0])
+
+
+@given(st.lists(st.integers(0, 30), min_size=2, max_size=80), st.data())
+def test_the_projection_never_moves_the_running_sums_away_from_the_truth(counts, data):
+    """For counts x >= 0 and any cells v with the same total (what the bucket means of a path
+    release are), the projected running sums are nondecreasing from >= 0 to the total and no
+    further from x's running sums than v's are (the projection onto a convex set holding them)."""
+    x = np.asarray(counts, dtype=np.float64)
+    noise = np.asarray(data.draw(st.lists(st.floats(-50, 50), min_size=x.size - 1, max_size=x.size - 1)))
+    v = x + np.diff(np.concatenate([[0.0], noise, [0.0]]))  # path noise: the total is exact
+    out = monotone_running_sums(v)
+    running = np.cumsum(out)
+    assert running[0] >= -1e-9 and (np.diff(running) >= -1e-9).all()
+    assert running[-1] == pytest.approx(x.sum(), abs=1e-6)
+    truth = np.cumsum(x)
+    assert np.linalg.norm(running - truth) <= np.linalg.norm(np.cumsum(v) - truth) + 1e-6
+
+
+def test_a_large_path_draw_is_pooled_back_not_left_at_its_cell():
+    """A draw D on the running sum at cell j reads as +D at j and -D at j + 1: the segmentation
+    isolates both, and clipping the -D alone would leave +D at j; the projection pools the +D
+    with the cells after it, spread thin (the running sums rise by 1/8 a cell: about √(2D·8)
+    cells share it)."""
+    k, scale = 4096, 10.0
+    x = np.zeros(k)
+    x[::8] = 1.0
+    draws = np.zeros(k)
+    draws[2000] = 40 * scale
+    y = x + np.diff(np.concatenate([[0.0], draws[:-1], [0.0]]))
+    noise = CellNoise("path", 2 * scale**2, k)
+    estimate, labels = smooth(y, noise)
+    assert labels[2000] != labels[2001]  # both readings isolated
+    means = np.bincount(labels, weights=y) / np.bincount(labels)
+    clipped = np.maximum(means[labels], 0.0)
+    assert clipped[2000] - x[2000] > 0.9 * draws[2000]
+    assert np.linalg.norm(estimate - x) < 0.1 * draws[2000]
+    assert np.abs(estimate - x).max() < 0.05 * draws[2000]
+    assert estimate.sum() == pytest.approx(x.sum())

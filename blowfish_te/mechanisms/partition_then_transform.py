@@ -22,7 +22,7 @@ from ..partitions import (
 from ..policies import Policy
 from ..routes import Candidate, Outcome, plan_routes
 from ..selection import Decision, ErrorModel, Features, decide, error_model, measure, refine_total
-from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
+from ..smoothing import MAX_SMOOTHING, CellNoise, monotone_running_sums, smooth
 from ..workloads import BucketWorkload, Workload, evenly_spaced_queries, identity
 from .base import LinearMechanism, Mechanism, NativeMechanism, get_mechanism
 from .datadependent import SMOOTHING_COST
@@ -226,9 +226,12 @@ class PartitionThenTransform(NativeMechanism):
             reduced, quotient = BucketWorkload(workload, labels), quotient_policy(policy, labels)
             totals = np.bincount(labels, weights=x).astype(np.int64)
             estimator, chosen = (self.estimator, None) if self.estimator is not None else best_plan(reduced, quotient)
-        else:  # no partition: every cell its own bucket
+        elif self.estimator is None:  # no partition: auto's plain release (its running sums made consistent)
+            estimator, chosen = self._plain_plan(workload, policy)
+            return plain_release(workload, x, policy, epsilon, gen, estimator, chosen, False, notes)
+        else:  # no partition, the given estimator: every cell its own bucket
             labels, reduced, quotient, totals = np.arange(x.size), workload, policy, x
-            estimator, chosen = (self.estimator, None) if self.estimator is not None else self._plain_plan(workload, policy)
+            estimator, chosen = self.estimator, None
         if chosen is None:
             inner = plan_routes(reduced, quotient, eps2, estimator).execute(totals, gen)
         else:
@@ -280,11 +283,19 @@ def plain_release(workload: Workload, x: np.ndarray, policy: Policy, epsilon: fl
     along the Hilbert curve on a 2-D grid) and answer the workload — post-processing of the same
     release. With the check's ``features``, smoothed independent noise is fitted to their noisy
     record total, refined first out of ``epsilon`` where that pays
-    (:func:`~blowfish_te.selection.refine_total`)."""
+    (:func:`~blowfish_te.selection.refine_total`).
+
+    Identity along the line policy's transform releases noisy running sums whose last one (the
+    record total) is exact; smoothed or not, they are projected onto nondecreasing sums from 0 to
+    the total (:func:`~blowfish_te.smoothing.monotone_running_sums`, post-processing), which never
+    moves them further from the true running sums: a prefix workload's error cannot grow (docs/theory.md,
+    "Consistent running sums under the line policy")."""
     route, tree = _route_of(chosen, policy)
-    if smoothed and estimator.tags.laplace_on_cells and policy.size <= MAX_SMOOTHING:
-        unit_noise = cell_noise(policy, chosen, 1.0)  # the kind of noise; its variance follows the release
-        smooths = unit_noise is not None and policy.ndim <= 2 and (unit_noise.kind == "independent" or policy.ndim == 1)
+    unit_noise = cell_noise(policy, chosen, 1.0) if estimator.tags.laplace_on_cells else None  # its variance follows the release
+    running_sums = unit_noise is not None and unit_noise.kind == "path" and policy.ndim == 1
+    if (smoothed and estimator.tags.laplace_on_cells and policy.size <= MAX_SMOOTHING) or running_sums:
+        smooths = smoothed and unit_noise is not None and policy.size <= MAX_SMOOTHING and policy.ndim <= 2 \
+            and (unit_noise.kind == "independent" or policy.ndim == 1)
         total = None
         if smooths and features is not None and unit_noise.kind == "independent":  # path noise sums exactly
             refined = refine_total(features, x, gen)
@@ -296,14 +307,21 @@ def plain_release(workload: Workload, x: np.ndarray, policy: Policy, epsilon: fl
             noise = cell_noise(policy, chosen, release.noise_scale)
             order = hilbert_order(policy.shape) if policy.ndim == 2 and noise.kind == "independent" else np.arange(policy.size)
             cells = np.empty(policy.size)
-            cells[order] = smooth(np.asarray(release.answers)[order], noise, total)[0]
-            notes += "; cells smoothed (post-processing)"
+            cells[order] = smooth(np.asarray(release.answers)[order], noise, total)[0]  # path noise: projected too
+            notes = _joined(notes, "cells smoothed (post-processing)")
+        elif running_sums:
+            cells = monotone_running_sums(cells)
+            notes = _joined(notes, "running sums made nondecreasing (post-processing)")
         answers = np.asarray(workload.matvec(cells), dtype=np.float64)
     else:
         release = plan_routes(workload, policy, epsilon, estimator, route, tree).execute(x, gen)
         answers = release.answers
     return Outcome(answers, dict(release.component_totals), release.sensitivity, release.noise_scale,
-                   f"{notes}; ran {estimator.name} ({chosen.route})")
+                   _joined(notes, f"ran {estimator.name} ({chosen.route})"))
+
+
+def _joined(notes: str, text: str) -> str:
+    return f"{notes}; {text}" if notes else text
 
 
 def best_plan(workload: Workload, policy: Policy) -> tuple[Mechanism, Candidate]:

@@ -310,7 +310,8 @@ def test_a_workload_the_partition_cannot_help_is_planned_and_run_at_all_of_epsil
     assert plain.workload is w and plain.policy is policy and plain.gen is gen and np.array_equal(plain.x, x)
     assert plain.epsilon == epsilon and plain.smoothed is False and plain.notes == notes and plain.features is None
     assert plain.chosen.expected_mse == chosen.expected_mse and plain.estimator is plain.chosen.mechanism
-    assert release.notes == f"{notes}; ran {plain.estimator.name} ({plain.chosen.route})"
+    assert release.notes == f"{notes}; running sums made nondecreasing (post-processing); ran {plain.estimator.name} " \
+        f"({plain.chosen.route})"
     assert release.answers.shape == (k,)
 
 

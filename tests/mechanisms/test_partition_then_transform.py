@@ -17,7 +17,7 @@ from blowfish_te.mechanisms.datadependent import SMOOTHING_COST
 from blowfish_te.mechanisms.plain import CELLS_GAIN, best_plan_under
 from blowfish_te.mechanisms.spatial import hilbert_order
 from blowfish_te.routes import Candidate, plan_routes
-from blowfish_te.smoothing import MAX_SMOOTHING, CellNoise
+from blowfish_te.smoothing import MAX_SMOOTHING, CellNoise, monotone_running_sums
 
 EPSILONS = (0.3, 1.0, 2.5)
 
@@ -237,7 +237,7 @@ def test_plain_release_of_a_given_tree_and_without_smoothing(monkeypatch):
     candidates = plan_routes(workload, policy, 1.0, Identity(), "transform").considered
     chosen = min((c for c in candidates if c.expected_mse is not None), key=lambda c: c.expected_mse)
     assert chosen.tree is not policy
-    for estimator, smoothed in ((Identity(), False), (HB(), True)):
+    for estimator, smoothed in ((HB(), False), (HB(), True)):
         routes, smooths = _recording_plan_routes(monkeypatch), _recording_smooth(monkeypatch)
         out = ptt.plain_release(workload, x, policy, 1.5, np.random.default_rng(4), estimator, chosen, smoothed, "w")
         assert [c[0][4:] for c in routes] == [("transform", chosen.tree)]
@@ -251,6 +251,34 @@ def test_plain_release_of_a_given_tree_and_without_smoothing(monkeypatch):
     native = ptt.plain_release(workload, x, policies.line(k), 1.0, np.random.default_rng(0), ptt.PartitionThenTransform(),
                                Candidate(route="native"), False, "")
     assert native.answers.shape == (k,)
+
+
+def test_unsmoothed_identity_along_a_path_has_its_running_sums_projected(monkeypatch):
+    """Identity along a path tree releases noisy running sums whose last (the total) is exact:
+    unsmoothed, the cells are projected onto nondecreasing running sums from 0 to the total, the
+    same release otherwise (replayed from the same generator); a prefix workload's error is never
+    larger than the raw release's."""
+    k = 8
+    policy = policies.line(k)
+    x = np.array([3, 1, 4, 1, 5, 9, 2, 6])
+    workload = wl.prefix(k)
+    candidates = plan_routes(wl.identity(k), policy, 1.0, Identity(), "transform").considered
+    chosen = min((c for c in candidates if c.expected_mse is not None), key=lambda c: c.expected_mse)
+    assert ptt.cell_noise(policy, chosen, 1.0).kind == "path"
+    for seed in range(20):
+        smooths = _recording_smooth(monkeypatch)
+        out = ptt.plain_release(workload, x, policy, 0.3, np.random.default_rng(seed), Identity(), chosen, False, "w")
+        route, tree = ptt._route_of(chosen, policy)
+        raw = plan_routes(wl.identity(k), policy, 0.3, Identity(), route, tree).execute(x, np.random.default_rng(seed))
+        cells = np.asarray(raw.answers)
+        assert smooths == []
+        assert cells.sum() == pytest.approx(x.sum())
+        assert np.allclose(out.answers, np.cumsum(monotone_running_sums(cells)))
+        assert (np.diff(out.answers) >= -1e-9).all() and out.answers[0] >= -1e-9
+        truth = np.cumsum(x)
+        assert np.linalg.norm(out.answers - truth) <= np.linalg.norm(np.cumsum(cells) - truth) + 1e-9
+        assert out.component_totals == raw.component_totals and out.noise_scale == raw.noise_scale
+        assert out.notes == "w; running sums made nondecreasing (post-processing); ran identity (transform)"
 
 
 def test_plain_release_smooths_up_to_max_smoothing_cells(monkeypatch):
@@ -566,3 +594,19 @@ def test_best_plan_lowest_analytic_error_at_unit_epsilon(monkeypatch):
     assert ptt.best_plan(wl.identity(k), policy)[0].name == "privelet"
     errors.update(privelet=None, hb=None)
     assert ptt.best_plan(wl.identity(k), policy)[0].name == "identity"
+
+
+def test_without_a_partition_prefixes_under_line_are_the_projected_plain_release():
+    """Prefix sums under line: the split is 0, nothing is checked, and the release is auto's plain
+    release (Identity along the line's transform) with its running sums projected — replayed from
+    the same generator."""
+    k, epsilon = 64, 0.2
+    x = np.random.default_rng(3).poisson(2.0, k)
+    policy, workload = policies.line(k), wl.prefix(k)
+    mechanism = ptt.PartitionThenTransform()
+    assert mechanism.split(workload, policy) == 0 and mechanism.check(workload, x, epsilon, np.random.default_rng(0), policy) is None
+    estimator, chosen = best_plan_under(workload, policy)
+    assert estimator.name == "identity"
+    out = mechanism.release(workload, x, epsilon, np.random.default_rng(5), policy=policy)
+    raw = plan_routes(wl.identity(k), policy, epsilon, estimator, *ptt._route_of(chosen, policy)).execute(x, np.random.default_rng(5))
+    assert np.allclose(out.answers, np.cumsum(monotone_running_sums(np.asarray(raw.answers))))
