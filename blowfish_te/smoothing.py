@@ -181,7 +181,7 @@ def smooth(y: ArrayLike, noise: CellNoise, total: tuple[float, float] | None = N
     return np.maximum(means[labels], 0.0), labels
 
 
-def monotone_running_sums(cells: np.ndarray) -> np.ndarray:
+def monotone_running_sums(cells: ArrayLike) -> np.ndarray:
     """Cells whose running sums are the L2-nearest nondecreasing sequence from 0 up to T = Σ
     ``cells`` (kept exactly: under path noise it is the public record total) to the running sums of
     ``cells``: isotonic regression of the first K - 1 running sums clipped to [0, T] (box-bounded
@@ -190,7 +190,9 @@ def monotone_running_sums(cells: np.ndarray) -> np.ndarray:
     running sums and never moves them further away (module docstring)."""
     from scipy.optimize import isotonic_regression  # scipy.optimize is slow to import; only smoothing needs it
 
-    cells = np.asarray(cells, dtype=np.float64)
+    cells = check_real_array(cells, "cells", ndim=1)
+    if cells.size == 0:
+        raise ValueError("cells must hold at least one count, got an empty array")
     total = float(cells.sum())
     if cells.size == 1:
         return np.array([total])

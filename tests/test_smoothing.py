@@ -325,6 +325,10 @@ def test_smooth_projects_the_running_sums_under_path_noise():
     assert estimate == pytest.approx([0.35] * 4 + [9.25, 3.75, 0.0, 0.0], abs=1e-12)
     assert estimate.sum() == pytest.approx(y.sum(), abs=1e-12)
     assert monotone_running_sums(np.array([5.0])) == pytest.approx([5.0])
+    with pytest.raises(ValueError, match="at least one count"):
+        monotone_running_sums(np.array([]))
+    with pytest.raises(ValueError, match="cells"):
+        monotone_running_sums(np.ones((2, 2)))
 
 
 @given(st.lists(st.integers(0, 30), min_size=2, max_size=80), st.data())
