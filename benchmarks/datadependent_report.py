@@ -68,8 +68,6 @@ OTHERS = {1: ("adaptive", "uniform", "ahp"), 2: ("adaptive", "uniform")}
 CHECKED_BLOWFISH = ("partition_then_transform",)
 OTHERS_BLOWFISH = ("adaptive",)
 NATIVE = ("partition_then_transform", "adaptive")
-#: ``adaptive``'s candidates that a release names after "ran" (anything else it ran is its plain release).
-ADAPTIVE_CANDIDATES = ("dawa", "partition_then_transform", "privtree", "agrid")
 
 
 def cells(data_dir, only) -> list[dict]:
@@ -112,14 +110,15 @@ def policy_of(ndim: int, kind: str):
     return policies.line(K_1D) if ndim == 1 else policies.grid(SHAPE_2D)
 
 
-def release(name: str, w, x, eps: float, gen, policy) -> tuple[np.ndarray, str | None]:
-    """(answers, the candidate ``adaptive`` ran — "plain" for its plain release —, None for the others)."""
+def release(name: str, w, x, eps: float, gen, policy, candidates=()) -> tuple[np.ndarray, str | None]:
+    """(answers, the candidate ``adaptive`` ran — one of ``candidates``, or "plain" for its plain
+    release, named after "ran" in its choice —, None for the others)."""
     if name in NATIVE:
         out = bt.answer(w, x.reshape(policy.shape), policy, eps, name, rng=gen)
         route = None
         if name == "adaptive":
             ran = out.choice.rsplit("ran ", 1)[-1].split(" ")[0] if "ran " in out.choice else ""
-            route = ran if ran in ADAPTIVE_CANDIDATES else "plain"
+            route = ran if ran in candidates else "plain"
         return np.asarray(out.answers), route
     return np.asarray(M.get_mechanism(name).run(w, x, eps, gen)), None
 
@@ -222,19 +221,19 @@ def measure_cell(job) -> dict:
     else:  # auto's analytic error under the policy (per query, at ε = 1)
         plain = float(np.sqrt(best_plan_under(w, policy)[1].expected_mse) / eps)
     checked, others = (CHECKED[ndim], OTHERS[ndim]) if kind == "dp" else (CHECKED_BLOWFISH, OTHERS_BLOWFISH)
-    out = dict(cell=cell["id"], policy=policy.name, plain=plain, runs={}, branch={}, decisions={}, seconds={}, routes={})
+    out = dict(cell=cell["id"], policy=policy.name, plain=plain, runs={}, branch={}, decisions={}, seconds={}, routes={},
+               candidates=adaptive_candidates(w, policy))
     for name in checked + others:
         rmse, secs, routes = [], [], []
         for t in range(seeds):
             started = time.perf_counter()
-            answers, route = release(name, w, x, eps, seed_of(cell, t), policy)
+            answers, route = release(name, w, x, eps, seed_of(cell, t), policy, out["candidates"])
             secs.append(time.perf_counter() - started)
             rmse.append(float(np.sqrt(np.mean((answers - truth) ** 2))))
             routes.append(route)
         out["runs"][name], out["seconds"][name] = rmse, secs
         if name == "adaptive":
             out["routes"][name] = routes
-            out["candidates"] = adaptive_candidates(w, policy)
         if name in checked:
             out["decisions"][name] = [decision_of(name, w, x, eps, seed_of(cell, t), policy) for t in range(seeds)]
             out["branch"][name] = [float(np.sqrt(np.mean((partition_branch(name, w, x, eps, seed_of(cell, t), policy) - truth) ** 2)))

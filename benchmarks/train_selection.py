@@ -24,7 +24,10 @@ over fresh noisy copies, the mean and the worst cost of its picks (error over th
 measuring again. ``--thresholds`` instead chooses each model's decision threshold on shapes held
 out one at a time (:func:`held_out_threshold`) and, with ``--write``, writes only those: the
 shipped coefficients stay (the held-out fits rerun the same fitting procedure, so a threshold
-stays valid when that procedure refits the model).
+stays valid when that procedure refits the model). ``--candidates`` scores ``adaptive``'s choice
+on range workloads over shapes held out one at a time (:func:`held_out_choice`), with the
+mechanisms it is offered and with every one that has rows
+(``blowfish_te.mechanisms.adaptive.NOT_OFFERED`` names the ones kept out).
 """
 
 from __future__ import annotations
@@ -289,6 +292,44 @@ def held_out_threshold(rows, key) -> tuple[float, dict[float, tuple[float, float
     return best, summary
 
 
+def held_out_choice(rows, ndim: int, names) -> np.ndarray:
+    """Per cell (range workloads on ``ndim`` dimensions), the mean RMSE of ``adaptive``'s choice
+    among ``names`` (DAWA first) over the best of the plain release and every mechanism with
+    rows, each shape held out in turn: the models (:func:`fit`) of the other six shapes read
+    ``DRAWS`` noisy copies of the cell's features (as the release reads DAWA's), the lowest
+    least-squares prediction is chosen and runs where its decision model puts it below its
+    threshold, else the plain release."""
+    import contextlib
+    import io
+
+    keys = sorted({r["key"] for r in rows if r["key"][1] == ndim and r["key"][2] == "ranges"})
+    by_cell: dict = {}
+    for r in rows:
+        if r["key"] in keys:
+            by_cell.setdefault((r["shape"], r["records"], r["epsilon"]), {})[r["key"][0]] = r
+    cells = {c: v for c, v in sorted(by_cell.items()) if len(v) == len(keys) and "dawa" in v}
+    models = {}
+    for shape in sorted({c[0] for c in cells}):
+        for key in keys:
+            if key[0] in names:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    decision, least = fit([r for r in rows if r["key"] == key and r["shape"] != shape], key)
+                models[shape, key[0]] = (model_of(key, least), model_of(key, decision, THRESHOLDS.get(key, 1.0)))
+    gen, costs = np.random.default_rng(7), []
+    for (shape, _, _), by_name in cells.items():
+        plain = by_name["dawa"]["plain"]
+        best = min([plain] + [r["partition"] for r in by_name.values()])
+        picks = []
+        for _ in range(DRAWS):
+            features = features_of(by_name["dawa"], gen)
+            predicted = {n: models[shape, n][0].log_ratio(features) for n in names}
+            chosen = min(predicted, key=predicted.get)
+            decider = models[shape, chosen][1]
+            picks.append(by_name[chosen]["partition"] if decider.predict(features) < decider.threshold else plain)
+        costs.append(np.sqrt(np.mean(picks) / best))
+    return np.array(costs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("BLOWFISH_TE_DATA"))
@@ -303,6 +344,9 @@ def main() -> None:
     parser.add_argument("--rows", default=None, help="refit from cells saved by --save-rows (nothing measured)")
     parser.add_argument("--thresholds", action="store_true",
                         help="choose each model's decision threshold on held-out shapes (coefficients are kept)")
+    parser.add_argument("--candidates", action="store_true",
+                        help="score adaptive's choice on range workloads on held-out shapes, with the mechanisms it is "
+                             "offered and with every one that predicts its error (the rows of --rows)")
     add_options(parser)
     args = parser.parse_args()
     recorder = Recorder(args.json)
@@ -329,6 +373,20 @@ def main() -> None:
             held = [row for rows in pool.map(measure_cell, holdout) for row in rows]
         if args.save_rows:
             pathlib.Path(args.save_rows).write_text(json.dumps({"training": train, "held out": held}))
+    if args.candidates:
+        from blowfish_te.mechanisms.adaptive import NOT_OFFERED
+
+        for ndim in (1, 2):
+            every = sorted({r["key"][0] for r in train if r["key"][1:] == (ndim, "ranges")}, key=lambda n: (n != "dawa", n))
+            if not every:
+                continue
+            offered = [n for n in every if (n, ndim) not in NOT_OFFERED]
+            for label, names in (("offered", offered), ("every one", every)):
+                costs = held_out_choice(train, ndim, names)
+                print(f"{ndim}-D ranges, {label} ({', '.join(names)}): the choice's RMSE over the best candidate's, held out: "
+                      f"geometric mean {np.exp(np.mean(np.log(costs))):.3f}, median {np.median(costs):.3f}, "
+                      f"worst {costs.max():.2f}, {int(np.sum(costs > 1.25))} of {costs.size} cells above 1.25")
+        return
     fitted, calibrated, thresholds = {}, {}, dict(THRESHOLDS)
     for key in keys:
         rows = [r for r in train if r["key"] == key]

@@ -101,6 +101,11 @@ class MechanismTags:
     tunes_plan: bool
     #: The noise sampler it draws from with a numpy Generator.
     sampler: str
+    #: It declares a fitted model of its data-dependent release's error over the plain release's
+    #: (``model(workload, calibrated=False)``: an :class:`~blowfish_te.selection.ErrorModel`, or None
+    #: for a workload it has none for) and runs that release without its own check
+    #: (``unchecked()``): ``adaptive`` chooses among such mechanisms.
+    predicts_error: bool
 
     @classmethod
     def of(cls, mechanism_class: type) -> MechanismTags:

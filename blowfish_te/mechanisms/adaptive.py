@@ -11,20 +11,30 @@ import numpy as np
 
 from .._validation import check_real
 from ..policies import Policy
-from ..routes import Outcome
+from ..routes import MechanismTags, Outcome
 from ..selection import Features, choose, decide, measure
 from ..workloads import Workload
 from .auto import Auto
-from .base import Mechanism, NativeMechanism
+from .base import MECHANISMS, Mechanism, NativeMechanism, get_mechanism, load_plugins
 from .datadependent import DAWA, SMOOTHING_COST
 from .partition_then_transform import PartitionThenTransform, plain_release, public_total
 from .partitioner import Partitioner
 from .plain import aggregation_gain, best_plan_under, workload_class
-from .privtree import PrivTree
-from .spatial import AGrid
 
 if TYPE_CHECKING:
     from ..noise import RandomSource
+
+
+#: Mechanisms that predict their error but are not offered to :class:`Adaptive` on range workloads
+#: of a dimension, each with the measurement that kept it out (``benchmarks/train_selection.py
+#: --candidates``: every shape held out in turn, the models fitted on the other six choose
+#: among the candidates on it).
+NOT_OFFERED: dict[tuple[str, int], str] = {
+    ("privtree", 1): "offered beside DAWA on 1-D prefixes, the held-out choice's RMSE over the best candidate's rose "
+                     "from 1.118 to 1.133 at the geometric mean (median 1.000 to 1.026)",
+    ("ugrid", 2): "offered beside DAWA, AGrid and PrivTree on rectangles, the held-out choice's worst RMSE over the best "
+                  "candidate's rose from 1.26 to 2.73 (geometric mean 1.052 to 1.093)",
+}
 
 
 class Adaptive(NativeMechanism):
@@ -34,13 +44,14 @@ class Adaptive(NativeMechanism):
     Candidates (fixed by the workload and policy, never by the data):
 
     - data-dependent: DAWA (its partition at ε₁ = 0.25 ε for histograms, ε-DP for the unit changes
-      that are unbounded DP's neighbours) under unbounded DP — and on a grid, for range workloads,
-      also PrivTree and AGrid (not UGrid: its fitted model extrapolates badly outside the scales it
-      was fitted on, it was never the best of the four on DPBench's 2-D cells, and its own check
-      has a bias probe this choice does not run) —; partition-then-transform under every other policy (its
-      partition is (ε₁, G)-Blowfish for every G, the bucket totals go through the quotient
-      policy's best route). All without their own check (``select=False``): this mechanism makes
-      it;
+      that are unbounded DP's neighbours) under unbounded DP, and on range workloads also every
+      registered mechanism :meth:`offered`: each one that declares a fitted error model (tag
+      ``predicts_error``; installed plug-ins included) and runs on the cells, unless measurement
+      kept it out (:data:`NOT_OFFERED`: PrivTree on 1-D ranges, UGrid on rectangles) — PrivTree
+      and AGrid on a grid among the library's own —; partition-then-transform under every other
+      policy (its partition is (ε₁, G)-Blowfish for every G, the bucket totals go through the
+      quotient policy's best route). All without their own check (``unchecked()``): this
+      mechanism makes it;
     - data-independent: :class:`~blowfish_te.mechanisms.Auto` with optimiser time ``budget``: the
       strategy and route of lowest analytic error, exact-route strategies included under
       threshold and grid policies. A histogram released with Laplace on every cell has its
@@ -52,7 +63,7 @@ class Adaptive(NativeMechanism):
     when the policy discloses it: no ⊥) and DAWA's cost of the data, and
     :func:`~blowfish_te.selection.decide` reads them with the data-dependent candidate's fitted
     error model; the candidate it runs gets the rest of ε. With several data-dependent candidates
-    (range workloads on a grid) :func:`~blowfish_te.selection.choose` reads the same features with
+    (range workloads) :func:`~blowfish_te.selection.choose` reads the same features with
     each one's least-squares model (``calibrated``: comparable magnitudes) and runs the lowest
     prediction where the chosen mechanism's own check model puts it below the plain release's
     error (their models all predict against ``auto``'s analytic error there; on histograms DAWA's
@@ -69,7 +80,8 @@ class Adaptive(NativeMechanism):
 
     Privacy: the features are (ρε, G)-Blowfish (Laplace noise calibrated to their sensitivity: 1
     per record added or removed, 2 per record moved along an edge); the chosen candidate runs at
-    (1 - ρ)ε with its own argument (less a second record total's share where one is bought: Laplace
+    (1 - ρ)ε with its own argument (an offered mechanism on the cells themselves: ε-DP for unit
+    changes, as every registered mechanism states) (less a second record total's share where one is bought: Laplace
     on a value of the features' sensitivity, bought on the first noisy total, ε and K alone); the
     choice depends only on the noisy features, the workload, the policy and ε. Sequential
     composition gives ε. Data-dependent: no analytic error.
@@ -87,16 +99,41 @@ class Adaptive(NativeMechanism):
         return policy.is_unbounded_dp and policy.ndim <= 2
 
     def candidates(self, workload: Workload, policy: Policy) -> tuple[tuple[Mechanism, ...], Auto]:
-        """(data-dependent candidates, data-independent candidate) for ``workload`` under ``policy``."""
-        cache = self.__dict__.setdefault("_members", {})
-        if not cache:
-            cache.update(dawa=DAWA(select=False), ptt=PartitionThenTransform(select=False), auto=Auto(budget=self.budget),
-                         grid=(PrivTree(select=False), AGrid(select=False)))
+        """(data-dependent candidates, data-independent candidate) for ``workload`` under ``policy``:
+        partition-then-transform under a Blowfish policy; DAWA alone for histogram-like workloads
+        under unbounded DP; DAWA and every mechanism :meth:`offered` for range workloads."""
+        members = self.__dict__.setdefault("_members", {})
+        if not members:
+            members.update(dawa=DAWA(select=False), ptt=PartitionThenTransform(select=False), auto=Auto(budget=self.budget))
         if not self._on_cells(policy):
-            return (cache["ptt"],), cache["auto"]
-        if policy.ndim == 2 and self._workload_class(workload) == "ranges":
-            return (cache["dawa"], *cache["grid"]), cache["auto"]
-        return (cache["dawa"],), cache["auto"]
+            return (members["ptt"],), members["auto"]
+        if self._workload_class(workload) != "ranges":
+            return (members["dawa"],), members["auto"]
+        return (members["dawa"], *self.offered(workload, policy.ndim)), members["auto"]
+
+    def offered(self, workload: Workload, ndim: int) -> tuple[Mechanism, ...]:
+        """Besides DAWA, the registered mechanisms (installed plug-ins included) offered as
+        candidates for a range ``workload`` on ``ndim`` dimensions, without their own check
+        (:meth:`~blowfish_te.mechanisms.Mechanism.unchecked`), in name order: each predicts its
+        error (tag ``predicts_error``) with a model for this workload, runs on the cells themselves
+        (a ``transform`` route: ε-DP for unit changes), fits the dimension (``needs_grid``: 2-D
+        only), and is not in :data:`NOT_OFFERED`."""
+        if not self.__dict__.get("_plugins_loaded"):
+            load_plugins()
+            self.__dict__["_plugins_loaded"] = True
+        unchecked = self.__dict__.setdefault("_unchecked", {})
+        out = []
+        for name in sorted(MECHANISMS):
+            cls = MECHANISMS[name]
+            tags = MechanismTags.of(cls)
+            if (name == DAWA.name or not tags.predicts_error or "transform" not in tags.routes or (name, ndim) in NOT_OFFERED
+                    or (tags.needs_grid and ndim != 2)):
+                continue
+            if type(unchecked.get(name)) is not cls:
+                unchecked[name] = get_mechanism(name).unchecked()
+            if unchecked[name].model(workload) is not None:
+                out.append(unchecked[name])
+        return tuple(out)
 
     def _workload_class(self, workload: Workload) -> str:
         return self._cache("workload class").get(workload, lambda: workload_class(workload, aggregation_gain(workload)))
@@ -124,7 +161,7 @@ class Adaptive(NativeMechanism):
             return self._plain(workload, x, policy, epsilon - decision.spent, gen, smoothed, notes, features)
         rest = epsilon - decision.spent  # the candidate's steps keep their shares of the rest
         chosen = next((m for m in dependents if m.name == decision.route), first)
-        if chosen is not first:  # a grid mechanism on x itself, without its own check, at the rest
+        if chosen is not first:  # an offered mechanism on x itself, without its own check, at the rest
             answers = chosen.run(workload, x, rest, gen)
             return Outcome(np.asarray(answers, dtype=np.float64), notes=f"{notes}; ran {chosen.name}")
         inner = first.release_partitioned(workload, x, rest, gen, policy, decision, notes)

@@ -211,6 +211,9 @@ class Mechanism(ABC):  # noqa: B024 (a subclass implements measure, or run under
     #: True when the release is x plus one independent Laplace draw per cell (:class:`Identity`):
     #: :mod:`blowfish_te.smoothing` can read structure back from it.
     laplace_on_cells: bool = False
+    #: True for a data-dependent mechanism that declares its error model and runs without its own
+    #: check (:meth:`unchecked`); see :attr:`~blowfish_te.routes.MechanismTags.predicts_error`.
+    predicts_error: bool = False
 
     @property
     def tags(self) -> MechanismTags:
@@ -222,6 +225,16 @@ class Mechanism(ABC):  # noqa: B024 (a subclass implements measure, or run under
         super().__init_subclass__(**kwargs)
         if register and "name" in cls.__dict__ and "<locals>" not in cls.__qualname__:
             _register(cls)
+
+    def unchecked(self) -> Mechanism:
+        """The same mechanism without its own private check (``select=False``, its other
+        parameters kept): what a selector that has checked for it runs. Mechanisms that predict
+        their error (:attr:`predicts_error`) take ``select``."""
+        params = self.get_params()
+        if not self.predicts_error or "select" not in params:
+            raise TypeError(f"{self.name} has no private check to leave out: only a mechanism that predicts its error and "
+                            "takes select can run unchecked")
+        return type(self)(**{**params, "select": False})
 
     def get_params(self) -> dict:
         """The constructor's parameters and their values (scikit-learn's convention): every

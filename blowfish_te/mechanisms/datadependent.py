@@ -93,6 +93,7 @@ class DAWA(Mechanism):
     """
 
     name = "dawa"
+    predicts_error = True
 
     def __init__(self, ratio: float | None = None, penalty: float | None = None, estimator: LinearMechanism | None = None,
                  order: str = "hilbert", select: bool = True, partition: str | None = None):

@@ -95,6 +95,7 @@ class PartitionThenTransform(NativeMechanism):
     """
 
     name = "partition_then_transform"
+    predicts_error = True
 
     def __init__(self, partition: str = "dawa", epsilon_split: float | None = None, estimator: LinearMechanism | None = None,
                  select: bool = True):

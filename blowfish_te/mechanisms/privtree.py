@@ -178,6 +178,7 @@ class PrivTree(Mechanism):
     """
 
     name = "privtree"
+    predicts_error = True
 
     def __init__(self, tree_share: float = 0.5, threshold: float = 0.0, select: bool = True,
                  estimator: LinearMechanism | None = None):

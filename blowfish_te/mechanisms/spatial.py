@@ -94,6 +94,7 @@ class _GridMechanism(RecordTotal, Mechanism, register=False):
 
     models_records = True
     needs_grid = True
+    predicts_error = True
 
     def __init__(self, c: float = 10.0, total: float | None = None, total_share: float = 0.02, select: bool = True):
         self.c = check_real(c, "c", 0, exclusive=True)

@@ -130,3 +130,29 @@ def test_the_held_out_threshold_is_the_cheapest_over_shapes_each_left_out(monkey
     assert fitted_on == [["B", "C"], ["A", "C"], ["A", "B"]]  # every shape left out once
     assert tau == 0.8  # 0.8, 0.7 and 0.5 tie on the smallest largest cost: the largest of them
     assert summary[1.0][0] == 3.0 and summary[0.8] == pytest.approx((1.5, (1.1**4 * 1.5**2) ** (1 / 6)))
+
+
+def test_the_held_out_choice_reads_models_fitted_without_the_cell_s_shape(monkeypatch):
+    """adaptive's held-out choice: the lowest least-squares prediction is chosen and runs where its
+    decision model says so; its RMSE is scored against the best of the plain release and every
+    mechanism with rows, whether offered or not; each shape is read by models fitted on the others."""
+    import train_selection as ts
+
+    def row(shape, name, partition):
+        return dict(shape=shape, records=1000, epsilon=0.1, key=(name, 1, "ranges"), partition=partition, plain=100.0,
+                    cells=4096, scale=1.0, cost=0.5, guarded_cost=0.6)
+
+    rows = [row(s, "dawa", 50.0) for s in "ABC"] + [row(s, "other", 400.0) for s in "ABC"]
+    fitted_on = []
+    predicted = {"dawa": np.log10(0.5), "other": -1.0}
+
+    def fit(train, key):
+        fitted_on.append((key[0], sorted({r["shape"] for r in train})))
+        coefficients = (predicted[key[0]],) + (0.0,) * 7
+        return coefficients, coefficients
+
+    monkeypatch.setattr(ts, "fit", fit)
+    assert ts.held_out_choice(rows, 1, ["dawa"]) == pytest.approx([1.0] * 3)
+    assert ts.held_out_choice(rows, 1, ["dawa", "other"]) == pytest.approx([np.sqrt(400 / 50)] * 3)
+    assert ("other", ["A", "B"]) in fitted_on and ("dawa", ["B", "C"]) in fitted_on
+    assert all(name != "other" for name, _ in fitted_on[:3])  # only the names chosen among are fitted

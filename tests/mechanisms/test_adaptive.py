@@ -405,7 +405,7 @@ def test_the_candidates_run_without_their_own_check_and_with_the_budget():
     grid = policies.unbounded((32, 32))
     assert mechanism.candidates(wl.identity((32, 32)), grid)[0] == (dawa,)
     rectangles, _ = mechanism.candidates(wl.dpbench_ranges((32, 32), 200, rng=0), grid)
-    assert [m.name for m in rectangles] == ["dawa", "privtree", "agrid"] and rectangles[0] is dawa
+    assert [m.name for m in rectangles] == ["dawa", "agrid", "privtree"] and rectangles[0] is dawa
     assert not any(m.select for m in rectangles)
     with pytest.raises(ValueError, match=r"^budget \(seconds\) must be"):
         Adaptive(budget=-1)

@@ -18,12 +18,12 @@ import blowfish_te.mechanisms.adaptive as adaptive
 import blowfish_te.routes as routes
 from blowfish_te import datasets, policies
 from blowfish_te import workloads as wl
-from blowfish_te.mechanisms import DAWA, Adaptive, Auto, PartitionThenTransform
+from blowfish_te.mechanisms import DAWA, MECHANISMS, Adaptive, Auto, Mechanism, PartitionThenTransform, UGrid
 from blowfish_te.mechanisms.datadependent import SMOOTHING_COST
 from blowfish_te.mechanisms.laplace import Identity
 from blowfish_te.mechanisms.plain import best_plan_under
 from blowfish_te.routes import Outcome, plan_routes
-from blowfish_te.selection import Decision, error_model, measure
+from blowfish_te.selection import Decision, ErrorModel, error_model, measure
 
 
 def _checked(monkeypatch, route=None, cost=None):
@@ -441,7 +441,7 @@ def test_the_choice_lists_each_candidates_predicted_rmse_against_the_analytic_pl
     x = datasets.synthetic_2d(shape, 4000, rng=3).ravel()
     mechanism = Adaptive(budget=0)
     dependents = mechanism.candidates(w, policy)[0]
-    assert [m.name for m in dependents] == ["dawa", "privtree", "agrid"]
+    assert [m.name for m in dependents] == ["dawa", "agrid", "privtree"]
     features = measure(x, 1.0, np.random.default_rng(0))
     plain = math.sqrt(best_plan_under(w, policy, mechanism.candidates(w, policy)[1])[1].expected_mse) / rest
     listed = ", ".join(f"{m.name} {error_model(m.name, 2, 'ranges', calibrated=True).predict(features) * plain:.4g}"
@@ -452,3 +452,70 @@ def test_the_choice_lists_each_candidates_predicted_rmse_against_the_analytic_pl
     ratio = error_model("dawa", 2, "cells", calibrated=True).predict(features)
     assert mechanism._predicted_errors(cells, policy, features, mechanism.candidates(cells, policy)[0], rest) == \
         f"predicted error ratio to the plain release: dawa {ratio:.3g} ×"
+
+
+class _Declared(Mechanism, register=False):
+    """A plug-in that declares its error model: a constant predicted ratio (none without one), and
+    answers every query with 7 while recording the ε it was given."""
+
+    name = "declared_plugin"
+    predicts_error = True
+
+    def __init__(self, ratio: float | None = 1e-6, select: bool = True):
+        self.ratio = ratio
+        self.select = select
+
+    def model(self, workload, calibrated=False):
+        if self.ratio is None:
+            return None
+        return ErrorModel("declared", (math.log10(self.ratio),) + (0.0,) * 7)
+
+    def measure(self, workload, x, epsilon, gen, policy=None):
+        _Declared.given = (epsilon, self.select)
+        return Outcome(np.full(workload.num_queries, 7.0))
+
+
+@pytest.mark.parametrize("shape", [(256,), (16, 16)], ids=["1d", "2d"])
+def test_a_plugin_that_declares_its_error_model_is_offered_and_chosen_on_ranges(shape, monkeypatch):
+    """A registered mechanism that predicts its error and runs on the cells is offered beside the
+    library's candidates on range workloads (in name order, unchecked), read with the same
+    features, and run at ε less their spend when its prediction is the lowest and below 1."""
+    monkeypatch.setitem(MECHANISMS, _Declared.name, _Declared)
+    monkeypatch.setattr(adaptive, "load_plugins", lambda: None)
+    w, policy = wl.prefix(shape), policies.unbounded(shape)
+    x = datasets.synthetic(256, 3000, rng=1) if len(shape) == 1 else datasets.synthetic_2d(shape, 3000, rng=1).ravel()
+    mechanism = Adaptive(budget=0)
+    names = [m.name for m in mechanism.candidates(w, policy)[0]]
+    assert names == (["dawa", "declared_plugin"] if len(shape) == 1 else ["dawa", "agrid", "declared_plugin", "privtree"])
+    release = mechanism.release(w, x, 0.5, np.random.default_rng(2), policy=policy)
+    assert np.array_equal(release.answers, np.full(w.num_queries, 7.0))
+    assert release.notes.endswith("; ran declared_plugin")
+    features = measure(x, 0.5, np.random.default_rng(2))
+    assert _Declared.given == (pytest.approx(0.5 - features.spent), False)
+    # histograms keep DAWA alone (its prediction is against the smoothed counts)
+    assert [m.name for m in mechanism.candidates(wl.identity(shape), policy)[0]] == ["dawa"]
+
+
+def test_a_plugin_without_a_model_for_the_workload_is_not_offered(monkeypatch):
+    class _NoModel(_Declared, register=False):
+        name = "no_model_plugin"
+
+        def __init__(self, ratio: float | None = None, select: bool = True):
+            super().__init__(ratio, select)
+
+    monkeypatch.setitem(MECHANISMS, _NoModel.name, _NoModel)
+    monkeypatch.setattr(adaptive, "load_plugins", lambda: None)
+    assert [m.name for m in Adaptive().candidates(wl.prefix(256), policies.unbounded((256,)))[0]] == ["dawa"]
+
+
+def test_mechanisms_measured_to_hurt_the_choice_are_not_offered():
+    """PrivTree on 1-D prefixes and UGrid on rectangles predict their error but are not offered
+    (the measurements are in ``NOT_OFFERED``); a mechanism without a check cannot run unchecked."""
+    mechanism = Adaptive(budget=0)
+    assert ("privtree", 1) in adaptive.NOT_OFFERED and ("ugrid", 2) in adaptive.NOT_OFFERED
+    assert [m.name for m in mechanism.candidates(wl.prefix(256), policies.unbounded((256,)))[0]] == ["dawa"]
+    names = [m.name for m in mechanism.candidates(wl.dpbench_ranges((32, 32), 200, rng=0), policies.unbounded((32, 32)))[0]]
+    assert "ugrid" not in names and "privtree" in names
+    assert UGrid().unchecked().select is False and UGrid(c=5.0).unchecked().c == 5.0
+    with pytest.raises(TypeError, match="identity has no private check to leave out"):
+        Identity().unchecked()
