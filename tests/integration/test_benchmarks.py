@@ -156,3 +156,22 @@ def test_the_held_out_choice_reads_models_fitted_without_the_cell_s_shape(monkey
     assert ts.held_out_choice(rows, 1, ["dawa", "other"]) == pytest.approx([np.sqrt(400 / 50)] * 3)
     assert ("other", ["A", "B"]) in fitted_on and ("dawa", ["B", "C"]) in fitted_on
     assert all(name != "other" for name, _ in fitted_on[:3])  # only the names chosen among are fitted
+
+
+def test_the_report_charges_each_adaptive_choice_the_mean_of_what_it_ran(capsys):
+    """adaptive's summary: its mean over the best single mechanism's (the analytic plain error
+    among them), each trial's choice charged the chosen candidate's mean (a partition branch, or
+    the plain route), and the spread of its own trials."""
+    import datadependent_report as report
+
+    result = dict(cell="1d/S/1000/prefix/0.1", plain=10.0, candidates=["dawa"],
+                  runs={"dawa": [4.0, 6.0], "adaptive": [4.0, 9.0], "uniform": [20.0, 20.0]},
+                  branch={"dawa": [5.0, 5.0]}, decisions={"dawa": ["partition", "plain"]},
+                  routes={"adaptive": ["dawa", "plain"]})
+    recorded = []
+    report.summarise_adaptive([result], None, lambda name, value, unit: recorded.append((name, value)))
+    text = capsys.readouterr().out
+    assert "adaptive/best  1.30 (dawa)" in text  # mean 6.5 over dawa's 5
+    assert "choice cost  2.00" in text  # the plain trial: 10 over the partition branch's 5
+    assert "spread  1.80" in text and "best single's own  1.20" in text  # 9 / 5, and dawa's 6 / 5
+    assert ("adaptive over best single, worst", pytest.approx(1.3)) in recorded
