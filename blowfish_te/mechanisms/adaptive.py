@@ -80,8 +80,8 @@ class Adaptive(NativeMechanism):
 
     Privacy: the features are (ρε, G)-Blowfish (Laplace noise calibrated to their sensitivity: 1
     per record added or removed, 2 per record moved along an edge); the chosen candidate runs at
-    (1 - ρ)ε with its own argument (an offered mechanism on the cells themselves: ε-DP for unit
-    changes, as every registered mechanism states) (less a second record total's share where one is bought: Laplace
+    (1 - ρ)ε with its own argument — an offered mechanism on the cells themselves is ε-DP for unit
+    changes, as every registered mechanism states — (less a second record total's share where one is bought: Laplace
     on a value of the features' sensitivity, bought on the first noisy total, ε and K alone); the
     choice depends only on the noisy features, the workload, the policy and ε. Sequential
     composition gives ε. Data-dependent: no analytic error.
