@@ -20,6 +20,11 @@ cost-weighted refinement replaces it where it makes cheaper picks on the trainin
 (:func:`fit`). The report lists per cell the branch the model picks from the exact features and,
 over fresh noisy copies, the mean and the worst cost of its picks (error over the better branch's).
 
+``--only`` may name a registered mechanism the library does not fit (an installed plug-in with the
+tag ``predicts_error``): its range-workload models are measured and fitted like the library's,
+printed for its own ``model()`` (``--write`` leaves them out of the library's table), and
+``--candidates`` scores ``adaptive``'s choice with it offered.
+
 ``--save-rows FILE`` keeps the measured cells (JSON); ``--rows FILE`` refits from them without
 measuring again. ``--thresholds`` instead chooses each model's decision threshold on shapes held
 out one at a time (:func:`held_out_threshold`) and, with ``--write``, writes only those: the
@@ -113,8 +118,23 @@ def partition_branch(name: str, w, kind: str, x: np.ndarray, eps: float, seed: i
         mech = M.PartitionThenTransform()
         out = mech.partitioned(w, x, policy, eps, mech.split(w, policy) * eps, gen, "", scale=priced)
         return np.asarray(out.answers)
-    cls = {"privtree": M.PrivTree, "agrid": M.AGrid, "ugrid": M.UGrid}[name]
-    return cls(select=False).run(w, x, eps, gen)
+    return M.get_mechanism(name).unchecked().run(w, x, eps, gen)  # the grids, PrivTree and plug-ins
+
+
+def plugin_keys(names, ndim: int | None) -> list[tuple[str, int, str]]:
+    """(name, dimension, "ranges") for every name in ``names`` that the library does not fit
+    itself and that is a registered mechanism predicting its error (an installed plug-in, say):
+    the range workloads ``adaptive`` would offer it, in each dimension it fits."""
+    library = {k[0] for k in KEYS}
+    keys = []
+    for name in names:
+        if name in library:
+            continue
+        tags = M.get_mechanism(name).tags
+        if not tags.predicts_error:
+            raise SystemExit(f"{name} does not predict its error (tag predicts_error), so adaptive would not offer it")
+        keys += [(name, d, "ranges") for d in (1, 2) if ndim in (None, d) and not (tags.needs_grid and d == 1)]
+    return keys
 
 
 def plain_error(name: str, w, eps: float) -> float:
@@ -354,6 +374,7 @@ def main() -> None:
         raise SystemExit("give --data-dir (the DPBench folder with 1D/ and 2D/) or set $BLOWFISH_TE_DATA, or --rows")
     keys = [k for k in KEYS if (args.only is None or k[0] in args.only.split(",")) and args.ndim in (None, k[1])
             and (args.classes is None or k[2] in args.classes.split(","))]
+    keys += plugin_keys(args.only.split(",") if args.only else (), args.ndim)
     if args.quick:  # one shape per dimension, a few cells: the pipeline, not the fit
         keys, args.seeds = [k for k in keys if k[0] in ("dawa", "agrid")], 1
     if args.rows is not None:
@@ -410,6 +431,8 @@ def main() -> None:
         path = pathlib.Path(bt.__file__).parent / "_selection_models.py"
         text = path.read_text()
         head = text[: text.index("COEFFICIENTS:")]
+        fitted = {key: value for key, value in fitted.items() if key in KEYS}  # a plug-in ships its own model
+        calibrated = {key: value for key, value in calibrated.items() if key in KEYS}
         kept = {**COEFFICIENTS, **fitted}  # models not refitted (``--only``) stay as they are
         # least squares where the decision's fit is another (the rest are their own least squares)
         least = {key: value for key, value in {**LEAST_SQUARES, **calibrated}.items() if value != kept[key]}

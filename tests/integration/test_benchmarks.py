@@ -175,3 +175,34 @@ def test_the_report_charges_each_adaptive_choice_the_mean_of_what_it_ran(capsys)
     assert "choice cost  2.00" in text  # the plain trial: 10 over the partition branch's 5
     assert "spread  1.80" in text and "best single's own  1.20" in text  # 9 / 5, and dawa's 6 / 5
     assert ("adaptive over best single, worst", pytest.approx(1.3)) in recorded
+
+
+def test_the_training_script_measures_a_plugin_that_predicts_its_error(monkeypatch):
+    """A registered mechanism the library does not fit, with the tag predicts_error, gets a range
+    model per dimension it fits; its partition branch is its unchecked release; a mechanism that
+    does not predict its error is refused by name."""
+    import train_selection as ts
+
+    from blowfish_te.mechanisms import MECHANISMS, Mechanism
+    from blowfish_te.routes import Outcome
+
+    class _Plugin(Mechanism, register=False):
+        name = "measured_plugin"
+        predicts_error = True
+        needs_grid = False
+
+        def __init__(self, select: bool = True):
+            self.select = select
+
+        def measure(self, workload, x, epsilon, gen, policy=None):
+            _Plugin.selects = self.select
+            return Outcome(np.full(workload.num_queries, float(np.sum(x)) / 2))
+
+    monkeypatch.setitem(MECHANISMS, _Plugin.name, _Plugin)
+    assert ts.plugin_keys(["dawa", "measured_plugin"], None) == [("measured_plugin", 1, "ranges"), ("measured_plugin", 2, "ranges")]
+    assert ts.plugin_keys(["measured_plugin"], 2) == [("measured_plugin", 2, "ranges")]
+    w = ts.workload(1, "ranges")
+    answers = ts.partition_branch("measured_plugin", w, "ranges", np.arange(4096.0), 0.1, 0, 1.0)
+    assert _Plugin.selects is False and np.all(answers == np.arange(4096.0).sum() / 2)
+    with pytest.raises(SystemExit, match="identity does not predict its error"):
+        ts.plugin_keys(["identity"], None)
