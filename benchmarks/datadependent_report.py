@@ -18,7 +18,8 @@ and the ratio of ours to it. For the mechanisms with a private check: how many t
 and the decision cost (the worst trial's route over the better of the plain route and the
 mechanism's own partition branch, each forced on the same trials and charged its mean error over
 them; the plain route is the analytic error of ``auto``'s strategy except on histograms of DAWA
-and partition-then-transform, whose plain route smooths the Laplace counts); how many cells lie
+and partition-then-transform, whose plain route smooths the Laplace counts, and on 1-D prefixes,
+whose answers the releases make consistent); how many cells lie
 above 1.10 × the plain release by more than two standard errors of the mean. ``--partitions``
 adds, for DAWA, the error of the drawn partition (bias + the release's noise over its buckets) over the
 noise-free partition's at the same price.
@@ -52,8 +53,10 @@ import blowfish_te as bt
 from blowfish_te import datasets, policies
 from blowfish_te import mechanisms as M
 from blowfish_te import workloads as wl
-from blowfish_te.mechanisms.plain import STAGE_TWO, aggregation_gain, best_linear, best_plan_under, lowest_error, workload_class
+from blowfish_te.mechanisms.partition_then_transform import public_total
+from blowfish_te.mechanisms.plain import STAGE_TWO, aggregation_gain, best_linear, best_plan_under, lowest_error, plain_strategy, workload_class
 from blowfish_te.partitions import noise_free_partition, price_factor
+from blowfish_te.smoothing import consistent_prefix_answers
 from blowfish_te.workloads import BucketWorkload
 
 K_1D = 4096
@@ -125,33 +128,48 @@ def release(name: str, w, x, eps: float, gen, policy, candidates=()) -> tuple[np
 
 def partition_branch(name: str, w, x, eps: float, gen, policy) -> np.ndarray:
     """The mechanism's data-dependent branch without its check, at the whole ε, its buckets
-    priced by N·ε/K as the checked release prices them (histogram-like workloads only)."""
+    priced by N·ε/K as the checked release prices them (histogram-like workloads only), its
+    answers to prefixes made consistent as the release makes them."""
     scale = x.sum() * eps / x.size if workload_class(w) == "cells" else None
     if name == "dawa":
         mech = M.DAWA()
         ratio = mech.split(w)[0]
-        return mech.partitioned(w, x, ratio * eps, (1 - ratio) * eps, gen, scale=scale)
-    if name == "partition_then_transform":
+        answers = mech.partitioned(w, x, ratio * eps, (1 - ratio) * eps, gen, scale=scale)
+    elif name == "partition_then_transform":
         mech = M.PartitionThenTransform()
         split = mech.split(w, policy)
-        out = mech.partitioned(w, x, policy, eps, split * eps, gen, "", scale=scale)
-        return np.asarray(out.answers)
-    return np.asarray(type(M.get_mechanism(name))(select=False).run(w, x, eps, gen))
+        answers = mech.partitioned(w, x, policy, eps, split * eps, gen, "", scale=scale).answers
+    else:
+        answers = type(M.get_mechanism(name))(select=False).run(w, x, eps, gen)
+    return consistent_prefix_answers(w.query_bounds(), np.asarray(answers, dtype=np.float64), public_total(policy, x))
 
 
 def plain_branch(name: str, w, x, eps: float, gen, policy) -> np.ndarray | None:
     """The checked release's plain route, forced, from the same generator: its check's draws,
     then the plain release at the rest — smoothed, with the check's noisy total, where the release
-    smooths. Histogram-like workloads of DAWA and partition-then-transform only (elsewhere the
-    plain route is the analytic error of ``auto``'s strategy): None otherwise."""
-    if name not in ("dawa", "partition_then_transform") or workload_class(w) != "cells":
+    smooths; prefix answers made consistent as the release makes them. Histogram-like and 1-D
+    prefix workloads of DAWA, partition-then-transform and PrivTree (elsewhere the plain route is
+    the analytic error of ``auto``'s strategy): None otherwise."""
+    bounds = w.query_bounds()
+    prefixes = bounds is not None and len(w.domain) == 1 and not np.any(bounds[0])
+    if name not in ("dawa", "partition_then_transform", "privtree") or not (prefixes or workload_class(w) == "cells"):
         return None
-    if name == "dawa":
+    if name == "privtree":
+        if not prefixes:
+            return None
+        mech = M.PrivTree()
+        decision = mech.check(w, x, eps, gen)
+        answers = plain_strategy(mech, w).run(w, x, eps - decision.spent, gen)
+    elif name == "dawa":
         mech = M.DAWA()
-        return mech.release_plain(w, x, eps, gen, mech.check(w, x, eps, gen))
-    mech = M.PartitionThenTransform()
-    decision = mech.check(w, x, eps, gen, policy)
-    return None if decision is None else np.asarray(mech.release_plain(w, x, policy, eps, gen, decision, "").answers)
+        answers = mech.release_plain(w, x, eps, gen, mech.check(w, x, eps, gen))
+    else:
+        mech = M.PartitionThenTransform()
+        decision = mech.check(w, x, eps, gen, policy)
+        if decision is None:
+            return None
+        answers = mech.release_plain(w, x, policy, eps, gen, decision, "").answers
+    return consistent_prefix_answers(w.query_bounds(), np.asarray(answers, dtype=np.float64), public_total(policy, x))
 
 
 def decision_of(name: str, w, x, eps: float, gen, policy) -> str | None:
@@ -297,8 +315,8 @@ def decision_cost(plain: float, branch, decisions, plain_runs=None) -> float:
     """The worst trial's decision over the better route, in expected errors: a trial that
     partitioned is charged the partition branch's mean error over the trials, one that did not
     the plain route's — the mean of ``plain_runs``, the plain route forced on every trial, where
-    given (histograms of DAWA and PtT, whose plain route is smoothed), else the analytic plain
-    error —, so the draws' own spread (large on prefixes: one noise path runs through every
+    given (histograms of DAWA and PtT, whose plain route is smoothed, and 1-D prefixes, whose
+    answers are made consistent), else the analytic plain error —, so the draws' own spread (large on prefixes: one noise path runs through every
     query) is not mistaken for a bad choice."""
     partition = float(np.mean(branch))
     unpartitioned = float(np.mean(plain_runs)) if plain_runs else plain

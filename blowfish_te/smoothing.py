@@ -79,7 +79,8 @@ from numpy.typing import ArrayLike
 from ._validation import check_int, check_real, check_real_array
 from .partitions import _best_tiling
 
-__all__ = ["CellNoise", "segment", "smooth", "monotone_running_sums", "CREDIT", "PENALTY_BASE", "PENALTY_SLOPE", "MAX_SMOOTHING"]
+__all__ = ["CellNoise", "segment", "smooth", "monotone_running_sums", "consistent_prefix_answers", "CREDIT", "PENALTY_BASE",
+           "PENALTY_SLOPE", "MAX_SMOOTHING"]
 
 #: Share of the noise a merge is credited with removing (κ above).
 CREDIT = 0.8
@@ -198,6 +199,27 @@ def monotone_running_sums(cells: ArrayLike) -> np.ndarray:
         return np.array([total])
     fitted = np.clip(isotonic_regression(np.cumsum(cells)[:-1]).x, 0.0, max(total, 0.0))
     return np.diff(np.concatenate([[0.0], fitted, [total]]))
+
+
+def consistent_prefix_answers(bounds: tuple[np.ndarray, np.ndarray] | None, answers: ArrayLike,
+                              total: float | None = None) -> np.ndarray:
+    """``answers`` to queries of cell bounds ``bounds`` ((lo, hi), each (m, d): a workload's
+    :meth:`~blowfish_te.workloads.Workload.query_bounds`) made consistent when every query is a
+    prefix of a 1-D domain (lo = 0): taken in the order of their ends, projected onto
+    nondecreasing values from 0 (up to ``total``, a public record total, when given) — isotonic
+    regression, clipped. The true prefix sums lie in that closed convex set, so the projection
+    never moves the answers further from them (module docstring); any other workload's answers
+    are returned as they are."""
+    answers = check_real_array(answers, "answers", ndim=1)
+    if bounds is None or bounds[0].shape[1] != 1 or np.any(bounds[0] != 0) or answers.size != bounds[0].shape[0]:
+        return answers
+    from scipy.optimize import isotonic_regression  # scipy.optimize is slow to import; only smoothing needs it
+
+    order = np.argsort(bounds[1][:, 0], kind="stable")
+    fitted = np.clip(isotonic_regression(answers[order]).x, 0.0, np.inf if total is None else max(float(total), 0.0))
+    out = np.empty_like(answers)
+    out[order] = fitted
+    return out
 
 
 class _IntervalRisks:

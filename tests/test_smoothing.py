@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blowfish_te.smoothing import CellNoise, _IntervalRisks, monotone_running_sums, segment, smooth
+from blowfish_te.smoothing import CellNoise, _IntervalRisks, consistent_prefix_answers, monotone_running_sums, segment, smooth
 
 # -- noise models ------------------------------------------------------------------------------------
 
@@ -367,3 +367,35 @@ def test_a_large_path_draw_is_pooled_back_not_left_at_its_cell():
     assert np.linalg.norm(estimate - x) < 0.1 * draws[2000]
     assert np.abs(estimate - x).max() < 0.05 * draws[2000]
     assert estimate.sum() == pytest.approx(x.sum())
+
+
+@given(st.lists(st.integers(0, 20), min_size=1, max_size=40), st.data())
+def test_consistent_prefix_answers_are_never_further_from_the_truth(counts, data):
+    """Prefix queries in any order (repeats included): the answers become nondecreasing in the
+    queries' ends, at least 0 (at most a public total when given), and no further from the true
+    prefix sums than they were."""
+    x = np.asarray(counts, dtype=np.float64)
+    k = x.size
+    ends = np.asarray(data.draw(st.lists(st.integers(0, k - 1), min_size=1, max_size=60)))
+    bounds = (np.zeros((ends.size, 1), dtype=np.int64), ends[:, None])
+    truth = np.cumsum(x)[ends]
+    noisy = truth + np.asarray(data.draw(st.lists(st.floats(-30, 30), min_size=ends.size, max_size=ends.size)))
+    for total in (None, float(x.sum())):
+        out = consistent_prefix_answers(bounds, noisy, total)
+        order = np.argsort(ends, kind="stable")
+        assert (np.diff(out[order]) >= -1e-9).all() and out.min() >= 0
+        if total is not None:
+            assert out.max() <= total + 1e-9
+        assert np.linalg.norm(out - truth) <= np.linalg.norm(noisy - truth) + 1e-6
+
+
+def test_only_1d_prefix_workloads_are_made_consistent():
+    from blowfish_te import workloads as wl
+
+    y = np.array([3.0, -1.0, 2.0, 5.0])
+    assert np.array_equal(consistent_prefix_answers(wl.identity(4).query_bounds(), y), y)
+    assert np.array_equal(consistent_prefix_answers(None, y), y)
+    assert np.allclose(consistent_prefix_answers(wl.prefix(4).query_bounds(), y), [1.0, 1.0, 2.0, 5.0])
+    assert np.allclose(consistent_prefix_answers(wl.prefix(4).query_bounds(), y, total=4.0), [1.0, 1.0, 2.0, 4.0])
+    ranges = wl.prefix((2, 2)).query_bounds()
+    assert np.array_equal(consistent_prefix_answers(ranges, y), y)  # 2-D: no order to keep

@@ -16,6 +16,7 @@ from ..selection import Features, choose, decide, measure
 from ..workloads import Workload
 from .auto import Auto
 from .base import MECHANISMS, Mechanism, NativeMechanism, get_mechanism, load_plugins
+from .consistency import consistent
 from .datadependent import DAWA, SMOOTHING_COST
 from .partition_then_transform import PartitionThenTransform, plain_release, public_total
 from .partitioner import Partitioner
@@ -84,7 +85,9 @@ class Adaptive(NativeMechanism):
     changes, as every registered mechanism states — (less a second record total's share where one is bought: Laplace
     on a value of the features' sensitivity, bought on the first noisy total, ε and K alone); the
     choice depends only on the noisy features, the workload, the policy and ε. Sequential
-    composition gives ε. Data-dependent: no analytic error.
+    composition gives ε. Answers to a 1-D prefix workload are then made nondecreasing from 0, up
+    to the record total where the policy discloses it (:mod:`~blowfish_te.mechanisms.consistency`:
+    post-processing). Data-dependent: no analytic error.
     """
 
     name = "adaptive"
@@ -141,6 +144,9 @@ class Adaptive(NativeMechanism):
     def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
                 policy: Policy | None = None) -> Outcome:
         policy = self.needs_policy(policy)
+        return consistent(self._release(workload, x, epsilon, gen, policy), workload, public_total(policy, x))
+
+    def _release(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource, policy: Policy) -> Outcome:
         dependents = self.candidates(workload, policy)[0]
         first: Partitioner = dependents[0]
         on_cells = self._on_cells(policy)

@@ -22,6 +22,7 @@ from ..selection import Decision, ErrorModel, Features, decide, error_model, mea
 from ..smoothing import MAX_SMOOTHING, CellNoise, smooth
 from ..workloads import BucketWorkload, Workload
 from .base import LinearMechanism, Mechanism, RecordTotal, integer_entries
+from .consistency import consistent
 from .plain import STAGE_TWO, aggregation_gain, lowest_error, plain_strategy, workload_class
 from .spatial import hilbert_order
 
@@ -89,6 +90,8 @@ class DAWA(Mechanism):
     released counts and totals. The choices of route, ratio, penalty and strategy depend only on W,
     ε and what was already released. Sequential composition gives ρε + ε₁ + ε₂ = ε when it
     partitions, ρε + (the second total) + the plain release's share = ε when it does not.
+    Answers to a 1-D prefix workload are then made nondecreasing from 0
+    (:mod:`~blowfish_te.mechanisms.consistency`: post-processing, never further from the truth).
     Data-dependent: no analytic error.
     """
 
@@ -160,7 +163,7 @@ class DAWA(Mechanism):
         else:
             rest = epsilon - decision.spent  # both steps keep their shares of the rest
             answers = self.partitioned(workload, x, ratio * rest, (1 - ratio) * rest, gen, scale=self.pricing_scale(workload, decision))
-        return Outcome(np.asarray(answers, dtype=np.float64))
+        return consistent(Outcome(np.asarray(answers, dtype=np.float64)), workload)
 
     def release_plain(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
                       decision: Decision) -> np.ndarray:

@@ -25,6 +25,7 @@ from ..selection import Decision, ErrorModel, Features, decide, error_model, mea
 from ..smoothing import MAX_SMOOTHING, CellNoise, monotone_running_sums, smooth
 from ..workloads import BucketWorkload, Workload, evenly_spaced_queries, identity
 from .base import LinearMechanism, Mechanism, NativeMechanism, get_mechanism
+from .consistency import consistent
 from .datadependent import SMOOTHING_COST
 from .hierarchical import HB, Privelet
 from .laplace import Identity
@@ -76,6 +77,8 @@ class PartitionThenTransform(NativeMechanism):
     smoothed plain release first buys a second record total where the check's reads the data
     nearly empty, :func:`blowfish_te.selection.refine_total`: Laplace at the same sensitivity, its
     purchase decided by the first noisy total, ε and K). Sequential composition gives ε.
+    Answers to a 1-D prefix workload are then made nondecreasing from 0, up to the record total
+    where the policy discloses it (:mod:`~blowfish_te.mechanisms.consistency`: post-processing).
 
     ``epsilon_split`` (ε₁/ε) defaults to a rule of the workload and the policy (never the data):
 
@@ -186,6 +189,9 @@ class PartitionThenTransform(NativeMechanism):
     def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
                 policy: Policy | None = None) -> Outcome:
         policy = self.needs_policy(policy)
+        return consistent(self._release(workload, x, epsilon, gen, policy), workload, public_total(policy, x))
+
+    def _release(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource, policy: Policy) -> Outcome:
         eps1 = self.split(workload, policy) * epsilon
         decision = self.check(workload, x, epsilon, gen, policy)
         if decision is not None:

@@ -17,6 +17,7 @@ from ..selection import Decision, ErrorModel, decide, error_model, measure
 from ..workloads import Boxes, BucketWorkload, Workload
 from ..workloads.boxes import coverage
 from .base import LinearMechanism, Mechanism
+from .consistency import consistent
 from .plain import STAGE_TWO, aggregation_gain, lowest_error, plain_strategy, workload_class
 from .spatial import hilbert_order
 
@@ -170,7 +171,9 @@ class PrivTree(Mechanism):
     ε₂-DP; its choice reads only the released leaves, W and ε₂. The check's features are ρε-DP
     (sensitivity 1 each, see its docstring) and the plain release is a Laplace mechanism at the
     rest. Sequential composition gives ε. No record total is read: the mechanism runs on x_G of
-    any tree transform too (x_G ≥ 0 counts records below edges).
+    any tree transform too (x_G ≥ 0 counts records below edges). Answers to a 1-D prefix workload
+    are then made nondecreasing from 0 (:mod:`~blowfish_te.mechanisms.consistency`:
+    post-processing, never further from the truth).
 
     Sampling: the split decisions compare real numbers with a threshold and draw Laplace noise in
     floating point (``Generator.laplace``), which is not hardened; the leaf totals are measured
@@ -216,10 +219,11 @@ class PrivTree(Mechanism):
         if decision is not None:
             epsilon -= decision.spent  # the tree and the leaves keep their shares of the rest
             if decision.route != "partition":
-                return Outcome(np.asarray(plain_strategy(self, workload).run(workload, x, epsilon, gen), dtype=np.float64))
+                return consistent(Outcome(np.asarray(plain_strategy(self, workload).run(workload, x, epsilon, gen),
+                                                     dtype=np.float64)), workload)
         eps_tree = self.tree_share * epsilon
         labels = tree_labels(x.reshape(shape), eps_tree, gen, self.threshold)
         reduced = BucketWorkload(workload, labels)
         totals = np.bincount(labels, weights=x).astype(np.int64)
         estimator = self.estimator or lowest_error(reduced, STAGE_TWO)
-        return Outcome(np.asarray(estimator.run(reduced, totals, epsilon - eps_tree, gen), dtype=np.float64))
+        return consistent(Outcome(np.asarray(estimator.run(reduced, totals, epsilon - eps_tree, gen), dtype=np.float64)), workload)

@@ -16,7 +16,7 @@ from blowfish_te.mechanisms import partition_then_transform as ptt
 from blowfish_te.mechanisms.datadependent import SMOOTHING_COST
 from blowfish_te.mechanisms.plain import CELLS_GAIN, best_plan_under
 from blowfish_te.mechanisms.spatial import hilbert_order
-from blowfish_te.routes import Candidate, plan_routes
+from blowfish_te.routes import Candidate, Outcome, plan_routes
 from blowfish_te.smoothing import MAX_SMOOTHING, CellNoise, monotone_running_sums
 
 EPSILONS = (0.3, 1.0, 2.5)
@@ -460,7 +460,7 @@ def test_plain_routes_of_the_selection_get_the_rest(monkeypatch, epsilon):
 
     def fake_plain(*args):
         released.append(args)
-        return "released"
+        return Outcome(np.zeros(k), notes="released")
 
     monkeypatch.setattr(ptt, "plain_release", fake_plain)
     for cost, gain, smoothed in ((SMOOTHING_COST, None, False), (SMOOTHING_COST * 0.99, None, True), (0.1, 5.0, False)):
@@ -470,7 +470,7 @@ def test_plain_routes_of_the_selection_get_the_rest(monkeypatch, epsilon):
         released.clear()
         mech = ptt.PartitionThenTransform()
         gen = np.random.default_rng(0)
-        assert mech.measure(wl.identity(k), x, epsilon, gen, policy=policy) == "released"
+        assert mech.measure(wl.identity(k), x, epsilon, gen, policy=policy).notes == "released"
         (w, data, pol, eps, g, estimator, chosen, smooth_flag, notes, features), = released
         assert data is x and pol is policy and g is gen
         assert features.describe() == "features read"  # the check's features, for their record total
@@ -566,7 +566,7 @@ def test_plain_plan_is_kept_per_workload_and_policy(monkeypatch):
     k = 16
     x = np.arange(k)
     released = []
-    monkeypatch.setattr(ptt, "plain_release", lambda *args: released.append(args))
+    monkeypatch.setattr(ptt, "plain_release", lambda *args: released.append(args) or Outcome(np.zeros(k)))
     _patch_check(monkeypatch, "plain", 0.1)
     monkeypatch.setattr(ptt, "lumping_gain", lambda w, p: 3.0)
     mech = ptt.PartitionThenTransform()

@@ -475,3 +475,25 @@ def test_leaf_totals_have_the_error_of_their_estimator(monkeypatch):
 def test_privtree_refuses_an_estimator_that_is_not_linear():
     with pytest.raises(TypeError, match="^estimator must be a LinearMechanism or None, got str"):
         M.PrivTree(estimator="hb")
+
+
+def test_prefix_answers_are_consistent_and_the_same_release_otherwise(monkeypatch):
+    """On a 1-D prefix workload the release's answers are the unprojected ones made nondecreasing
+    from 0 (post-processing of the same draws); on the cells they are untouched."""
+    import blowfish_te.mechanisms.consistency as consistency
+
+    k = 256
+    x = np.random.default_rng(2).poisson(0.3, k)
+    for workload in (wl.prefix(k), wl.identity(k)):
+        raw = []
+        monkeypatch.setattr(consistency, "consistent_prefix_answers",
+                            lambda bounds, answers, total=None, raw=raw: raw.append(answers) or answers)
+        M.PrivTree().run(workload, x, 0.05, rng=4)
+        monkeypatch.undo()
+        out = M.PrivTree().run(workload, x, 0.05, rng=4)
+        if workload.name.startswith("prefix"):
+            assert (np.diff(out) >= -1e-9).all() and out.min() >= 0
+            truth = np.cumsum(x)
+            assert np.linalg.norm(out - truth) <= np.linalg.norm(raw[0] - truth) + 1e-9
+        else:
+            assert np.array_equal(out, raw[0])
