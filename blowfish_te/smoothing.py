@@ -79,7 +79,7 @@ from numpy.typing import ArrayLike
 from ._validation import check_int, check_real, check_real_array
 from .partitions import _best_tiling
 
-__all__ = ["CellNoise", "segment", "smooth", "monotone_running_sums", "consistent_prefix_answers", "CREDIT", "PENALTY_BASE",
+__all__ = ["CellNoise", "segment", "smooth", "nondecreasing", "monotone_running_sums", "consistent_prefix_answers", "CREDIT", "PENALTY_BASE",
            "PENALTY_SLOPE", "MAX_SMOOTHING"]
 
 #: Share of the noise a merge is credited with removing (κ above).
@@ -182,43 +182,45 @@ def smooth(y: ArrayLike, noise: CellNoise, total: tuple[float, float] | None = N
     return np.maximum(means[labels], 0.0), labels
 
 
+def nondecreasing(values: np.ndarray, upper: float | None = None) -> np.ndarray:
+    """The L2-nearest nondecreasing sequence within [0, ``upper``] (no upper bound when None) to
+    ``values``: isotonic regression (pool adjacent violators), clipped — with the same bounds on
+    every coordinate, the box-bounded isotonic regression is the unbounded one clipped."""
+    from scipy.optimize import isotonic_regression  # scipy.optimize is slow to import; loaded on first use
+
+    return np.clip(isotonic_regression(values).x, 0.0, np.inf if upper is None else max(float(upper), 0.0))
+
+
 def monotone_running_sums(cells: ArrayLike) -> np.ndarray:
     """Cells whose running sums are the L2-nearest nondecreasing sequence from 0 up to T = Σ
     ``cells`` (kept exactly: under path noise it is the public record total) to the running sums of
-    ``cells``: isotonic regression of the first K - 1 running sums clipped to [0, T] (box-bounded
-    isotonic regression is the unbounded one clipped). Counts are non-negative exactly when their
-    running sums are nondecreasing, so the projection is onto a closed convex set holding the true
-    running sums and never moves them further away (module docstring)."""
-    from scipy.optimize import isotonic_regression  # scipy.optimize is slow to import; only smoothing needs it
-
+    ``cells``: :func:`nondecreasing` of the first K - 1 running sums within [0, T]. Counts are
+    non-negative exactly when their running sums are nondecreasing, so the projection is onto a
+    closed convex set holding the true running sums and never moves them further away (module
+    docstring)."""
     cells = check_real_array(cells, "cells", ndim=1)
     if cells.size == 0:
         raise ValueError("cells must hold at least one count, got an empty array")
     total = float(cells.sum())
     if cells.size == 1:
         return np.array([total])
-    fitted = np.clip(isotonic_regression(np.cumsum(cells)[:-1]).x, 0.0, max(total, 0.0))
-    return np.diff(np.concatenate([[0.0], fitted, [total]]))
+    return np.diff(np.concatenate([[0.0], nondecreasing(np.cumsum(cells)[:-1], total), [total]]))
 
 
 def consistent_prefix_answers(bounds: tuple[np.ndarray, np.ndarray] | None, answers: ArrayLike,
                               total: float | None = None) -> np.ndarray:
     """``answers`` to queries of cell bounds ``bounds`` ((lo, hi), each (m, d): a workload's
     :meth:`~blowfish_te.workloads.Workload.query_bounds`) made consistent when every query is a
-    prefix of a 1-D domain (lo = 0): taken in the order of their ends, projected onto
-    nondecreasing values from 0 (up to ``total``, a public record total, when given) — isotonic
-    regression, clipped. The true prefix sums lie in that closed convex set, so the projection
-    never moves the answers further from them (module docstring); any other workload's answers
-    are returned as they are."""
+    prefix of a 1-D domain (lo = 0): taken in the order of their ends, :func:`nondecreasing`
+    from 0 (up to ``total``, a public record total, when given). The true prefix sums lie in that
+    closed convex set, so the projection never moves the answers further from them (module
+    docstring); any other workload's answers are returned as they are."""
     answers = check_real_array(answers, "answers", ndim=1)
     if bounds is None or bounds[0].shape[1] != 1 or np.any(bounds[0] != 0) or answers.size != bounds[0].shape[0]:
         return answers
-    from scipy.optimize import isotonic_regression  # scipy.optimize is slow to import; only smoothing needs it
-
     order = np.argsort(bounds[1][:, 0], kind="stable")
-    fitted = np.clip(isotonic_regression(answers[order]).x, 0.0, np.inf if total is None else max(float(total), 0.0))
     out = np.empty_like(answers)
-    out[order] = fitted
+    out[order] = nondecreasing(answers[order], total)
     return out
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blowfish_te.smoothing import CellNoise, _IntervalRisks, consistent_prefix_answers, monotone_running_sums, segment, smooth
+from blowfish_te.smoothing import CellNoise, _IntervalRisks, consistent_prefix_answers, monotone_running_sums, nondecreasing, segment, smooth
 
 # -- noise models ------------------------------------------------------------------------------------
 
@@ -399,3 +399,10 @@ def test_only_1d_prefix_workloads_are_made_consistent():
     assert np.allclose(consistent_prefix_answers(wl.prefix(4).query_bounds(), y, total=4.0), [1.0, 1.0, 2.0, 4.0])
     ranges = wl.prefix((2, 2)).query_bounds()
     assert np.array_equal(consistent_prefix_answers(ranges, y), y)  # 2-D: no order to keep
+
+
+def test_nondecreasing_pools_violators_then_clips_to_the_box():
+    assert nondecreasing(np.array([3.0, 1.0, 2.0])) == pytest.approx([2.0, 2.0, 2.0])
+    assert nondecreasing(np.array([3.0, 1.0, 2.0]), upper=1.5) == pytest.approx([1.5, 1.5, 1.5])
+    assert nondecreasing(np.array([-4.0, -2.0, 5.0])) == pytest.approx([0.0, 0.0, 5.0])
+    assert nondecreasing(np.array([1.0, 2.0]), upper=-3.0) == pytest.approx([0.0, 0.0])  # a negative bound reads as 0

@@ -111,9 +111,9 @@ class Ordered(NativeMechanism):
         total = float(x.sum()) if public else float(noisy[-1])
         cumulative = noisy[: k - 1]
         if self.constrained:
-            from scipy.optimize import isotonic_regression  # heavy: loaded on first use
+            from ..smoothing import nondecreasing  # scipy.optimize with it: loaded on first use
 
-            cumulative = np.clip(isotonic_regression(cumulative, increasing=True).x, 0.0, max(total, 0.0))
+            cumulative = nondecreasing(cumulative, total)
         estimate = np.diff(np.concatenate([[0.0], cumulative, [total]]))
         totals = {k - 1: int(x.sum())} if public else {}
         return Outcome(np.asarray(workload.matvec(estimate), dtype=np.float64), totals, delta, scale)
