@@ -10,7 +10,8 @@ For every shape, scale (DPBench's generator, ``datasets.dpbench_sample``, seed 0
 every data-dependent mechanism and workload class (1-D: the 4096 cells and the 4096 prefix sums;
 2-D, 128²: the cells and DPBench's 2000 rectangles), it measures the mean squared error of the
 mechanism's partition branch over ``--seeds`` seeds, the plain branch's at the same ε (its
-analytic error, or, where the release smooths the plain counts, measured over the same seeds) and
+analytic error, or, where the release post-processes it — smoothed counts, consistent 1-D prefix
+answers —, measured over the same seeds; partition answers to 1-D prefixes are made consistent too) and
 the features without noise (N·ε/K and DAWA's cost over aligned dyadic tilings, without and with
 its guards, in units of K/ε). A release reads the features with Laplace noise of a known scale
 (the mechanism's shares of ε), so each cell enters the fit as ``DRAWS`` noisy copies: a
@@ -32,13 +33,17 @@ shipped coefficients stay (the held-out fits rerun the same fitting procedure, s
 stays valid when that procedure refits the model). ``--candidates`` scores ``adaptive``'s choice
 on range workloads over shapes held out one at a time (:func:`held_out_choice`), with the
 mechanisms it is offered and with every one that has rows
-(``blowfish_te.mechanisms.adaptive.NOT_OFFERED`` names the ones kept out).
+(``blowfish_te.mechanisms.adaptive.NOT_OFFERED`` names the ones kept out). ``--twins TRIALS``
+lists, per model, pairs of cells on opposite sides of the crossing whose features a release can
+hardly tell apart (:func:`twins`): a lower bound, for any rule reading those features, on the
+worst decision over TRIALS trials of each.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pathlib
 import pprint
@@ -58,6 +63,7 @@ from blowfish_te.mechanisms.plain import best_linear, best_plan_under
 from blowfish_te.mechanisms.spatial import hilbert_order
 from blowfish_te.partitions import BUCKET_GUARD, tree_costs
 from blowfish_te.selection import MODEL_SPLIT, ErrorModel, Features, cost_share, measure, total_share
+from blowfish_te.smoothing import consistent_prefix_answers
 
 K_1D = 4096
 SHAPE_2D = (128, 128)
@@ -112,13 +118,14 @@ def partition_branch(name: str, w, kind: str, x: np.ndarray, eps: float, seed: i
     if name == "dawa":
         mech = M.DAWA()
         ratio = mech.split(w)[0]
-        return mech.partitioned(w, x, ratio * eps, (1 - ratio) * eps, gen, scale=priced)
-    if name == "partition_then_transform":
+        answers = mech.partitioned(w, x, ratio * eps, (1 - ratio) * eps, gen, scale=priced)
+    elif name == "partition_then_transform":
         policy = policies.line(K_1D)
         mech = M.PartitionThenTransform()
-        out = mech.partitioned(w, x, policy, eps, mech.split(w, policy) * eps, gen, "", scale=priced)
-        return np.asarray(out.answers)
-    return M.get_mechanism(name).unchecked().run(w, x, eps, gen)  # the grids, PrivTree and plug-ins
+        answers = mech.partitioned(w, x, policy, eps, mech.split(w, policy) * eps, gen, "", scale=priced).answers
+    else:
+        answers = M.get_mechanism(name).unchecked().run(w, x, eps, gen)  # the grids, PrivTree and plug-ins
+    return consistent_prefix_answers(w.query_bounds(), np.asarray(answers, dtype=np.float64))  # as the release answers
 
 
 def plugin_keys(names, ndim: int | None) -> list[tuple[str, int, str]]:
@@ -150,12 +157,18 @@ def plain_error(name: str, w, eps: float) -> float:
 
 
 def plain_branch_error(name: str, w, kind: str, x: np.ndarray, eps: float, seeds: int, cost: float) -> float:
-    """The plain branch's per-query MSE as the checked release runs it: for DAWA and PtT on cells
-    (histograms), Laplace counts smoothed when the cost reads below ``SMOOTHING_COST`` — measured
-    over ``seeds`` seeds —, else the analytic error of :func:`plain_error`."""
+    """The plain branch's per-query MSE as the checked release runs it, measured over ``seeds``
+    seeds where the release post-processes it: for DAWA and PtT on cells (histograms), Laplace
+    counts smoothed when the cost reads below ``SMOOTHING_COST``; on 1-D prefixes (under DP), the
+    plain strategy's answers made consistent. Elsewhere the analytic error of :func:`plain_error`."""
+    truth = np.asarray(w.matvec(x), dtype=np.float64)
+    if kind == "ranges" and name != "partition_then_transform" and len(w.domain) == 1:
+        strategy, bounds = best_linear(w), w.query_bounds()
+        runs = [consistent_prefix_answers(bounds, np.asarray(strategy.run(w, x, eps, np.random.default_rng(s)), dtype=np.float64))
+                for s in range(seeds)]
+        return float(np.mean([np.mean((a - truth) ** 2) for a in runs]))
     if kind != "cells" or name not in ("dawa", "partition_then_transform") or cost >= SMOOTHING_COST:
         return plain_error(name, w, eps)
-    truth = np.asarray(w.matvec(x), dtype=np.float64)
     if name == "dawa":  # with the check's noisy total, as the release smooths (at all of ε, as the partition branch)
         mech = M.DAWA()
         layout = mech.layout(w.domain)
@@ -350,6 +363,40 @@ def held_out_choice(rows, ndim: int, names) -> np.ndarray:
     return np.array(costs)
 
 
+def feature_distance(a, b) -> float:
+    """An upper bound on the total variation distance between the features a release reads on
+    rows ``a`` and ``b`` (:func:`features_of`): independent Laplace draws of one scale on each
+    feature, TV(Lap(u, β), Lap(v, β)) = 1 − exp(−|u − v|/(2β)), and for independent coordinates
+    1 − TV of the product ≥ Π (1 − TV of each) (couple each coordinate maximally)."""
+    on_scale, on_cost = feature_noise(a["key"][0], a["cells"])
+    together = 1.0
+    for name, beta in (("scale", on_scale), ("cost", on_cost), ("guarded_cost", on_cost)):
+        gap = abs(a[name] - b[name])
+        together *= (1.0 if gap == 0 else 0.0) if beta == 0 else math.exp(-gap / (2 * beta))
+    return 1.0 - together
+
+
+def twins(rows, key, trials: int) -> list[tuple[float, float, dict, dict]]:
+    """Pairs of ``key``'s cells whose better branches differ but whose features a release can
+    hardly tell apart, with (the least RMSE cost a wrong decision has on either, the probability
+    that some rule reading these features errs on one of them): with TV distance t between the
+    two cells' feature draws, a rule that partitions with probability p on one and q on the other
+    has |p − q| ≤ t, so over ``trials`` trials of each it decides every trial of both right with
+    probability at most max over p of (p(1 − p + t))^trials = ((1 + t)/2)^(2·trials). Whichever rule
+    the model is, one of the pair then has a trial whose decision costs at least the smaller of
+    the two cells' wrong-branch costs. Costliest first."""
+    out = []
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            ra, rb = a["partition"] / a["plain"], b["partition"] / b["plain"]
+            if (ra < 1) == (rb < 1):
+                continue
+            cost = math.sqrt(min(max(ra, 1 / ra), max(rb, 1 / rb)))
+            t = feature_distance(a, b)
+            out.append((cost, 1.0 - ((1.0 + t) / 2.0) ** (2 * trials), a, b))
+    return sorted(out, key=lambda item: -item[0])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("BLOWFISH_TE_DATA"))
@@ -367,6 +414,9 @@ def main() -> None:
     parser.add_argument("--candidates", action="store_true",
                         help="score adaptive's choice on range workloads on held-out shapes, with the mechanisms it is "
                              "offered and with every one that predicts its error (the rows of --rows)")
+    parser.add_argument("--twins", type=int, default=None, metavar="TRIALS",
+                        help="list pairs of cells that no rule reading the features decides right over TRIALS trials each "
+                             "(a lower bound on the worst decision cost; with --rows)")
     add_options(parser)
     args = parser.parse_args()
     recorder = Recorder(args.json)
@@ -394,6 +444,17 @@ def main() -> None:
             held = [row for rows in pool.map(measure_cell, holdout) for row in rows]
         if args.save_rows:
             pathlib.Path(args.save_rows).write_text(json.dumps({"training": train, "held out": held}))
+    if args.twins is not None:
+        for key in keys:
+            rows = [r for r in train if r["key"] == key]
+            pairs = [p for p in twins(rows, key, args.twins) if p[1] > 0.9]
+            print(f"{key}: {len(pairs)} pairs decided wrong on some trial with probability > 0.9 by any rule; the costliest:")
+            for cost, chance, a, b in pairs[:3]:
+                print(f"  {a['shape']} {a['records']:.0e} {a['epsilon']} (ratio {a['partition'] / a['plain']:.2f}) and "
+                      f"{b['shape']} {b['records']:.0e} {b['epsilon']} (ratio {b['partition'] / b['plain']:.2f}): "
+                      f"at least {cost:.2f} × the better branch's RMSE with probability {chance:.3f}")
+            recorder(f"{key} least worst decision cost of any rule", pairs[0][0] if pairs else 1.0, "ratio")
+        return
     if args.candidates:
         from blowfish_te.mechanisms.adaptive import NOT_OFFERED
 

@@ -206,3 +206,47 @@ def test_the_training_script_measures_a_plugin_that_predicts_its_error(monkeypat
     assert _Plugin.selects is False and np.all(answers == np.arange(4096.0).sum() / 2)
     with pytest.raises(SystemExit, match="identity does not predict its error"):
         ts.plugin_keys(["identity"], None)
+
+
+def test_twins_bound_any_rule_s_worst_decision_from_the_features_noise():
+    """Two cells on opposite sides of the crossing whose features a release reads with Laplace
+    noise of scale β: the total variation distance of the draws is 1 − exp(−|Δ|/(2β)) per
+    feature (multiplied across features), every rule then errs on some trial of the pair with
+    probability ≥ 1 − ((1 + t)/2)^(2·trials), and the cost is the smaller wrong-branch RMSE ratio."""
+    import train_selection as ts
+
+    def row(shape, partition, cost):
+        return dict(shape=shape, records=1000, epsilon=0.1, key=("dawa", 1, "ranges"), partition=partition, plain=100.0,
+                    cells=4096, scale=0.5, cost=cost, guarded_cost=0.6)
+
+    beta = ts.feature_noise("dawa", 4096)[1]
+    same, apart, agree = row("A", 50.0, 0.5), row("B", 400.0, 0.5 + beta), row("C", 25.0, 0.5)
+    assert ts.feature_distance(same, row("D", 1.0, 0.5)) == 0.0
+    assert ts.feature_distance(same, apart) == pytest.approx(1 - np.exp(-0.5))
+    pairs = ts.twins([same, apart, agree], ("dawa", 1, "ranges"), trials=3)
+    assert len(pairs) == 2  # A and C both partition: not a pair
+    assert pairs[0][0] == pytest.approx(2.0)  # B and C: √min(400/100, 100/25)
+    cost, chance, a, b = pairs[1]
+    assert {a["shape"], b["shape"]} == {"A", "B"} and cost == pytest.approx(np.sqrt(2.0))  # √min(100/50, 400/100)
+    t = 1 - np.exp(-0.5)
+    assert chance == pytest.approx(1 - ((1 + t) / 2) ** 6)
+
+
+def test_the_training_plain_error_of_1d_prefixes_is_the_consistent_release_s():
+    """On 1-D prefixes the plain branch is the plain strategy's answers made consistent, as DAWA's
+    and PrivTree's releases answer: the mean over seeds of that projection's error, never above
+    the same draws' unprojected error."""
+    import train_selection as ts
+
+    from blowfish_te.mechanisms.plain import best_linear
+    from blowfish_te.smoothing import consistent_prefix_answers
+
+    w = ts.workload(1, "ranges")
+    x = np.zeros(4096, dtype=np.int64)
+    x[[100, 2000, 3000]] = [300, 500, 200]
+    truth = np.asarray(w.matvec(x), dtype=np.float64)
+    raw = [np.asarray(best_linear(w).run(w, x, 0.1, np.random.default_rng(s)), dtype=float) for s in range(3)]
+    runs = [consistent_prefix_answers(w.query_bounds(), a) for a in raw]
+    expected = np.mean([np.mean((a - truth) ** 2) for a in runs])
+    assert ts.plain_branch_error("dawa", w, "ranges", x, 0.1, 3, 0.0) == pytest.approx(expected)
+    assert all(np.sum((a - truth) ** 2) <= np.sum((r - truth) ** 2) for a, r in zip(runs, raw))
