@@ -24,6 +24,10 @@ above 1.10 × the plain release by more than two standard errors of the mean. ``
 adds, for DAWA, the error of the drawn partition (bias + the release's noise over its buckets) over the
 noise-free partition's at the same price.
 
+``adaptive`` is set against the best single mechanism of each cell, and against the floor of any
+choice that reads the same noisy features (:func:`choice_floor`): where the features cannot tell
+cells apart, no model can choose each cell's best mechanism.
+
 ``--export-cells DIR`` writes the cells (``cells.json``, each histogram as ``.npy``, the
 rectangles as ``rects128.npz``) for running DPComp on the same data outside this repository;
 ``--dpcomp`` reads that run's per-trial results (JSON list or JSON lines of ``{cell, algorithm,
@@ -48,6 +52,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from _measure import Recorder, add_options
+from train_selection import exact_features, feature_distance
 
 import blowfish_te as bt
 from blowfish_te import datasets, policies
@@ -56,6 +61,7 @@ from blowfish_te import workloads as wl
 from blowfish_te.mechanisms.partition_then_transform import public_total
 from blowfish_te.mechanisms.plain import STAGE_TWO, aggregation_gain, best_linear, best_plan_under, lowest_error, plain_strategy, workload_class
 from blowfish_te.partitions import noise_free_partition, price_factor
+from blowfish_te.selection import cost_share, total_share
 from blowfish_te.smoothing import consistent_prefix_answers
 from blowfish_te.workloads import BucketWorkload
 
@@ -240,7 +246,7 @@ def measure_cell(job) -> dict:
         plain = float(np.sqrt(best_plan_under(w, policy)[1].expected_mse) / eps)
     checked, others = (CHECKED[ndim], OTHERS[ndim]) if kind == "dp" else (CHECKED_BLOWFISH, OTHERS_BLOWFISH)
     out = dict(cell=cell["id"], policy=policy.name, plain=plain, runs={}, branch={}, decisions={}, seconds={}, routes={},
-               candidates=adaptive_candidates(w, policy))
+               candidates=adaptive_candidates(w, policy), features=exact_features(x, ndim, eps))
     for name in checked + others:
         rmse, secs, routes = [], [], []
         for t in range(seeds):
@@ -379,9 +385,88 @@ def summarise(results, dpcomp, recorder) -> None:
             print(line)
 
 
-def summarise_adaptive(results, dpcomp, recorder) -> None:
+def features_apart(a, b) -> float:
+    """The total variation distance (an upper bound) between the noisy features ``adaptive`` reads —
+    DAWA's check features at DAWA's shares of ε — on result rows ``a`` and ``b``
+    (``train_selection.feature_distance``)."""
+    cells = K_1D if a["cell"].startswith("1d") else SHAPE_2D[0] * SHAPE_2D[1]
+    return feature_distance(dict(a["features"], key=("dawa",), cells=cells), b["features"])
+
+
+def anything_apart(data: dict, share: float):
+    """The distance between what any (share·ε)-DP computation reads on two cells of one ε (each
+    cell's histogram in ``data``): group privacy over the ‖x_i − x_j‖₁ records that turn one into
+    the other bounds the likelihood ratio of every output by e^(share·ε·‖x_i − x_j‖₁), so the total
+    variation distance by tanh(share·ε·‖x_i − x_j‖₁/2). Cells of different ε are told apart."""
+    def apart(a, b) -> float:
+        eps = float(a["cell"].rsplit("/", 1)[1])
+        if eps != float(b["cell"].rsplit("/", 1)[1]):
+            return 1.0
+        return float(np.tanh(share * eps * np.abs(data[a["cell"]] - data[b["cell"]]).sum() / 2))
+    return apart
+
+
+def choice_floor(results, apart=features_apart) -> dict[tuple[int, str], float]:
+    """Per (dimension, workload) of the cells where ``adaptive`` reads DAWA's check features
+    (unbounded DP), the least worst ratio to the best single mechanism that any choice can reach
+    whose view of two cells i and j is at total variation distance at most t_ij = ``apart``(i, j):
+    by default the noisy features themselves (:func:`features_apart`), or what any computation at
+    a share of ε can read (:func:`anything_apart`). Such a choice's distributions over the
+    candidates on i and j are at most t_ij apart, so the linear program min τ subject to
+    Σ_c p_ic·err_ic ≤ τ·best_i, Σ_c p_ic = 1, p ≥ 0, ½Σ_c |p_ic − p_jc| ≤ t_ij bounds it from below.
+    The candidates are every single mechanism at the full ε (none of it spent on reading) and the
+    plain route at its better of the analytic error and the forced, consistent one; the errors
+    are the trials' means, so the bound carries their sampling error."""
+    from itertools import combinations
+
+    from scipy import sparse
+    from scipy.optimize import linprog
+
+    groups: dict = collections.defaultdict(list)
+    for r in results:
+        if "features" in r and r.get("candidates", [None])[0] == "dawa":
+            groups[int(r["cell"][0]), r["cell"].split("/")[3]].append(r)
+    out = {}
+    for group, rows in groups.items():
+        names = sorted(set.intersection(*(set(r["runs"]) for r in rows)) - {"adaptive"})
+        errors = []
+        for r in rows:
+            forced = r.get("plain_branch", {}).get("dawa")
+            plain = min(r["plain"], float(np.mean(forced))) if forced else r["plain"]
+            means = [float(np.mean(r["runs"][n])) for n in names]
+            errors.append(np.array(means + [plain]) / min(means + [r["plain"]]))
+        ratio = np.array(errors)
+        n, m = ratio.shape
+        pairs = [(i, j, t) for i, j in combinations(range(n), 2) if (t := apart(rows[i], rows[j])) < 1 - 1e-9]
+        size = n * m + 1 + len(pairs) * m  # p, τ, the bounds d on |p_i − p_j|
+        entries: list[tuple[int, int, float]] = []  # (row, column, value) of the inequalities, sparse
+        limits = [0.0] * n
+        for i in range(n):  # Σ_c p_ic·ratio_ic − τ ≤ 0
+            entries += [(i, i * m + c, ratio[i, c]) for c in range(m)] + [(i, n * m, -1.0)]
+        for k, (i, j, t) in enumerate(pairs):
+            d = n * m + 1 + k * m
+            for c in range(m):
+                for sign in (1.0, -1.0):  # ±(p_ic − p_jc) − d_c ≤ 0
+                    row = len(limits)
+                    entries += [(row, i * m + c, sign), (row, j * m + c, -sign), (row, d + c, -1.0)]
+                    limits.append(0.0)
+            entries += [(len(limits), d + c, 1.0) for c in range(m)]  # Σ_c d_c ≤ 2t
+            limits.append(2 * t)
+        at_row, at_column, values = zip(*entries)
+        upper = sparse.csr_matrix((values, (at_row, at_column)), shape=(len(limits), size))
+        equal = sparse.csr_matrix((np.ones(n * m), (np.repeat(np.arange(n), m), np.arange(n * m))), shape=(n, size))
+        objective = np.zeros(size)
+        objective[n * m] = 1.0
+        solution = linprog(objective, A_ub=upper, b_ub=limits, A_eq=equal, b_eq=np.ones(n), bounds=(0, None), method="highs")
+        out[group] = float(solution.x[n * m])
+    return out
+
+
+def summarise_adaptive(results, dpcomp, recorder, data: dict | None = None) -> None:
     """``adaptive`` against the best single registered mechanism of each cell (the plain release's
-    analytic error among them), its choice per trial, and the per-trial spread."""
+    analytic error among them), its choice per trial, the per-trial spread, and the floors of
+    :func:`choice_floor` (the one of any computation at the features' share of ε with ``data``,
+    each cell's histogram by its id)."""
     rows = [r for r in results if "adaptive" in r["runs"] and "candidates" in r]
     if not rows:
         return
@@ -425,6 +510,19 @@ def summarise_adaptive(results, dpcomp, recorder) -> None:
     recorder("adaptive over best single, worst", float(over_best.max()), "ratio")
     if vs_dpcomp:
         print(f"adaptive over DPComp's best: median {np.median(vs_dpcomp):.3f}, worst {max(vs_dpcomp):.3f}")
+    for (ndim, kind), tau in sorted(choice_floor(rows).items()):
+        print(f"{ndim}-D {kind}: no choice reading DAWA's check features is within {tau:.2f} times the best single "
+              "mechanism in every cell (choice_floor)")
+        recorder(f"{ndim}-D {kind} floor of any choice on the features over best single", tau, "ratio")
+    if data:
+        for ndim in sorted({int(r["cell"][0]) for r in rows}):
+            k = K_1D if ndim == 1 else SHAPE_2D[0] * SHAPE_2D[1]
+            share = total_share(k) + 2 * cost_share(k)  # what adaptive's features take
+            for (dim, kind), tau in sorted(choice_floor(rows, anything_apart(data, share)).items()):
+                if dim == ndim:
+                    print(f"{ndim}-D {kind}: no choice reading anything at all with {share:.1%} of ε is within {tau:.2f} "
+                          "times the best single mechanism in every cell (group privacy)")
+                    recorder(f"{ndim}-D {kind} floor of any choice at adaptive's share over best single", tau, "ratio")
 
 
 def main() -> None:
@@ -452,8 +550,12 @@ def main() -> None:
                                                        for name in excluded))
     if args.from_results:
         results = json.loads(args.from_results.read_text())
+        data = None
+        if args.data_dir is not None:  # the histograms, for the floor of any choice at adaptive's share
+            listed = {c["id"]: c for c in cells(args.data_dir, ("1d", "2d"))}
+            data = {r["cell"]: data_of(listed[r["cell"]]) for r in results if r["cell"] in listed}
         summarise(results, dpcomp, Recorder(args.json))
-        summarise_adaptive(results, dpcomp, Recorder(args.json))
+        summarise_adaptive(results, dpcomp, Recorder(args.json), data)
         return
     if args.data_dir is None:
         raise SystemExit("give --data-dir (the DPBench folder with 1D/ and 2D/) or set $BLOWFISH_TE_DATA")
@@ -469,7 +571,7 @@ def main() -> None:
     if args.results:
         args.results.write_text(json.dumps(results))
     summarise(results, dpcomp, Recorder(args.json))
-    summarise_adaptive(results, dpcomp, Recorder(args.json))
+    summarise_adaptive(results, dpcomp, Recorder(args.json), {c["id"]: data_of(c) for c in cell_list})
 
 
 if __name__ == "__main__":

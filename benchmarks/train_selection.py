@@ -184,17 +184,25 @@ def plain_branch_error(name: str, w, kind: str, x: np.ndarray, eps: float, seeds
     return float(np.mean([np.mean((np.asarray(a) - truth) ** 2) for a in runs]))
 
 
+def exact_features(flat: np.ndarray, ndim: int, eps: float) -> dict[str, float]:
+    """The checks' features of the cells ``flat`` (1-D, or 128² in row order) at ``eps`` without
+    noise: N·ε/K and DAWA's cost over aligned dyadic tilings along its layout, without and with its
+    guards, in units of K/ε."""
+    order = np.arange(flat.size) if ndim == 1 else hilbert_order(SHAPE_2D)
+    k = flat.size
+    price, guard = 1.0 / ((1 - MODEL_SPLIT) * eps), BUCKET_GUARD * 2.0 / (MODEL_SPLIT * eps)
+    cost, guarded = tree_costs(flat[order], [price, price + guard]) / (k / eps)
+    return dict(scale=float(flat.sum()) * eps / k, cost=float(cost), guarded_cost=float(guarded))
+
+
 def measure_cell(job) -> list[dict]:
     """Every model's row for one (shape, scale, ε)."""
     label, data, ndim, scale, eps, seeds, keys = job
     domain = K_1D if ndim == 1 else SHAPE_2D
     x = datasets.dpbench_sample(data, scale, domain=domain, rng=0)
     flat = x.reshape(-1)
-    order = np.arange(flat.size) if ndim == 1 else hilbert_order(SHAPE_2D)
     k = flat.size
-    price, guard = 1.0 / ((1 - MODEL_SPLIT) * eps), BUCKET_GUARD * 2.0 / (MODEL_SPLIT * eps)
-    cost, guarded = tree_costs(flat[order], [price, price + guard]) / (k / eps)
-    features = dict(scale=float(flat.sum()) * eps / k, cost=float(cost), guarded_cost=float(guarded))
+    features = exact_features(flat, ndim, eps)
     rows = []
     for name, dim, kind in keys:
         if dim != ndim:

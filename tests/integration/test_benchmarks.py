@@ -250,3 +250,39 @@ def test_the_training_plain_error_of_1d_prefixes_is_the_consistent_release_s():
     expected = np.mean([np.mean((a - truth) ** 2) for a in runs])
     assert ts.plain_branch_error("dawa", w, "ranges", x, 0.1, 3, 0.0) == pytest.approx(expected)
     assert all(np.sum((a - truth) ** 2) <= np.sum((r - truth) ** 2) for a, r in zip(runs, raw))
+
+
+def test_the_choice_floor_is_the_best_any_rule_on_the_features_can_do():
+    """Two cells whose best single mechanisms differ: with the same features every rule chooses
+    alike on both (floor 1.5 with errors 1 and 2 swapped); with features a total variation t apart
+    the choices may differ by t, and the floor is (3 − t)/2; far apart, each gets its best."""
+    import datadependent_report as report
+    import train_selection as ts
+
+    def cell(name, dawa, uniform, cost):
+        return dict(cell=f"1d/{name}/1000/prefix/0.1", candidates=["dawa"], plain=10.0,
+                    features=dict(scale=0.5, cost=cost, guarded_cost=0.6),
+                    runs={"dawa": [dawa, dawa], "uniform": [uniform, uniform], "adaptive": [dawa, dawa]})
+
+    assert report.choice_floor([cell("A", 1.0, 2.0, 0.5), cell("B", 2.0, 1.0, 0.5)]) == {(1, "prefix"): pytest.approx(1.5)}
+    beta = ts.feature_noise("dawa", 4096)[1]
+    t = 1 - np.exp(-0.5)
+    near = report.choice_floor([cell("A", 1.0, 2.0, 0.5), cell("B", 2.0, 1.0, 0.5 + beta)])
+    assert near[1, "prefix"] == pytest.approx((3 - t) / 2)
+    far = report.choice_floor([cell("A", 1.0, 2.0, 0.5), cell("B", 2.0, 1.0, 5.0)])
+    assert far[1, "prefix"] == pytest.approx(1.0)
+    under_a_policy = dict(cell("C", 1.0, 2.0, 0.5), candidates=["partition_then_transform"])
+    assert report.choice_floor([under_a_policy]) == {}  # not DAWA's features: no floor claimed
+
+
+def test_group_privacy_bounds_what_any_reading_at_a_share_of_epsilon_tells_apart():
+    """Cells ‖x − y‖₁ = D records apart, read by anything (share·ε)-DP: likelihood ratios within
+    e^(share·ε·D), so total variation at most tanh(share·ε·D/2); cells of different ε are apart."""
+    import datadependent_report as report
+
+    x, y = np.zeros(4), np.array([0.0, 3.0, 0.0, 1.0])
+    data = {"1d/A/1000/prefix/0.1": x, "1d/B/1000/prefix/0.1": y, "1d/B/1000/prefix/0.01": y}
+    apart = report.anything_apart(data, 0.5)
+    a, b, c = ({"cell": name} for name in data)
+    assert apart(a, b) == pytest.approx(np.tanh(0.5 * 0.1 * 4 / 2))
+    assert apart(a, a) == 0.0 and apart(a, c) == 1.0
