@@ -140,6 +140,17 @@ def _spread(labels: np.ndarray, totals: np.ndarray) -> np.ndarray:
     return totals[labels] / np.bincount(labels, minlength=totals.size)[labels]
 
 
+def _fine_parts(length: np.ndarray, side: np.ndarray, apart: np.ndarray, offset: np.ndarray,
+                block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Along one axis of AGrid's coarse blocks (``length`` cells each, cut into fine parts of
+    ``side`` cells): the number of parts per block and, for each cell at ``offset`` within its
+    ``block``, its part. Where ``apart``, the block's first cell is a part of its own and the rest
+    is cut from the next cell on."""
+    parts = np.where(apart, 1 + -(-(length - 1) // side), -(-length // side))
+    cell_side, cell_apart = side[block], apart[block]
+    return parts, np.where(cell_apart, np.where(offset == 0, 0, 1 + (offset - 1) // cell_side), offset // cell_side)
+
+
 def _overlaps(lo: np.ndarray, hi: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     """(m, B) lengths of [lo, hi] (inclusive) inside each interval [cuts[b], cuts[b + 1])."""
     return np.maximum(0, np.minimum(hi[:, None] + 1, cuts[None, 1:]) - np.maximum(lo[:, None], cuts[None, :-1]))
@@ -297,6 +308,15 @@ class AGrid(_GridMechanism):
     rectangles over 128² (seven shapes, 10⁴–10⁷ records, ε ∈ {0.01, 0.1}, 8–10 seeds) α = 1/4 had
     the lower error in 41 of 48 cells: 0.69–1.15 times α = 1/2's, 0.89 at the median.
 
+    With ``first_apart`` (the default) the coarse blocks along the grid's first row keep that row
+    as a fine row of its own, and likewise the first column: an attribute with many zeros puts
+    them there (on ADULT-2D most records lie along row 0 and column 0), and a fine block reaching
+    across into row 1 spreads them over cells that rectangles starting at row 1 read. On DPBench's
+    2000 rectangles over 128² (seven shapes, 10⁴ and 10⁶ records, ε ∈ {0.01, 0.1}, 40 seeds,
+    without the check) AGrid's error on ADULT-2D fell to 0.20–0.84 times; on the six others it was
+    0.92–1.12 times (geometric mean over the 28 cells 0.92). The layout depends only on the grid,
+    which is public.
+
     With ``select`` (the default) a private check first (:meth:`_checked_blocks`: DAWA's cost of
     the data along the Hilbert curve for a share σ of ε, and AGrid's fitted error model) falls
     back to the plain release — ``auto``'s choice for the workload — where the grid is predicted
@@ -311,11 +331,15 @@ class AGrid(_GridMechanism):
     name = "agrid"
 
     def __init__(self, c: float = 10.0, alpha: float = 0.25, total: float | None = None, total_share: float = 0.02,
-                 select: bool = True):
+                 select: bool = True, first_apart: bool = True):
         super().__init__(c=c, total=total, total_share=total_share, select=select)
         self.alpha = check_real(alpha, "alpha", 0, exclusive=True)
         if self.alpha >= 1:
             raise ValueError(f"alpha must be in (0, 1), the share of ε for the coarse grid; got {alpha}")
+        if not isinstance(first_apart, (bool, np.bool_)):
+            raise TypeError(f"first_apart must be True or False (keep the grid's first row and column as fine rows and "
+                            f"columns of their own), got {first_apart!r}")
+        self.first_apart = bool(first_apart)
 
     def measure(self, workload: Workload, x: np.ndarray, epsilon: float, gen: RandomSource,
                 policy: Policy | None = None) -> Outcome:
@@ -336,12 +360,14 @@ class AGrid(_GridMechanism):
         heights, widths = np.diff(row_cuts)[block_rows], np.diff(col_cuts)[block_cols]
         parts = np.maximum(np.floor(np.sqrt(np.maximum(coarse_noisy, 0.0) * eps2 / (self.c / 2))), 1.0)
         fine_side = np.maximum(np.floor(np.sqrt(heights * widths) / parts), 1).astype(np.int64)  # whole cells a side
-        parts_rows, parts_cols = -(-heights // fine_side), -(-widths // fine_side)
+        grid_rows, grid_cols = np.divmod(np.arange(rows * cols), cols)
+        # with first_apart, the blocks along the first row (column) keep it as a fine row (column) of its own
+        row_apart = (block_rows == 0) & (fine_side > 1) & self.first_apart
+        col_apart = (block_cols == 0) & (fine_side > 1) & self.first_apart
+        parts_rows, sub_row = _fine_parts(heights, fine_side, row_apart, grid_rows - row_cuts[block_rows[coarse]], coarse)
+        parts_cols, sub_col = _fine_parts(widths, fine_side, col_apart, grid_cols - col_cuts[block_cols[coarse]], coarse)
         per_block = parts_rows * parts_cols
         offset = np.cumsum(per_block) - per_block
-        grid_rows, grid_cols = np.divmod(np.arange(rows * cols), cols)
-        sub_row = (grid_rows - row_cuts[block_rows[coarse]]) // fine_side[coarse]
-        sub_col = (grid_cols - col_cuts[block_cols[coarse]]) // fine_side[coarse]
         fine = offset[coarse] + sub_row * parts_cols[coarse] + sub_col
         owner = np.repeat(np.arange(coarse_noisy.size), per_block)
         fine_noisy = add_laplace(np.bincount(fine, weights=x, minlength=owner.size), 1.0 / eps2, gen, sensitivity=1.0, integer=True)

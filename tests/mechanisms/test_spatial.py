@@ -128,13 +128,15 @@ def test_agrid_levels_follow_the_rule_and_combine_by_inverse_variance(monkeypatc
     coarse blocks a side, of ⌊120/10⌋ = 12 cells; each of N' = 10,080 records is cut into
     m₂ = ⌊√(N' (1-α) ε/(c/2))⌋ = 3 parts a side, of ⌊12/3⌋ = 4 cells (DPComp's whole-cell sides).
     A coarse count off by 8 moves its block by 8 · (1/V₁)/(1/V₁ + 1/V₂) = 8 · 9/10, V₁ = 2/ε₁²
-    and V₂ = 9 · 2/ε₂² the variances of the coarse count and of its 9 fine ones."""
+    and V₂ = 9 · 2/ε₂² the variances of the coarse count and of its 9 fine ones (the paper's
+    layout: first_apart off)."""
     import blowfish_te.mechanisms.spatial as spatial
 
     x = np.full(120 * 120, 70)
     noise = ShiftedNoise(8.0, 0.0)
     monkeypatch.setattr(spatial, "add_laplace", noise)
-    out = M.AGrid(c=10, alpha=0.5, total=int(x.sum()), select=False).run(wl.identity((120, 120)), x, 0.01, rng=0)
+    out = M.AGrid(c=10, alpha=0.5, total=int(x.sum()), select=False, first_apart=False).run(wl.identity((120, 120)), x, 0.01,
+                                                                                           rng=0)
     assert noise.draws == [(100, 200.0), (900, 200.0)]  # Laplace(1/(αε)) and Laplace(1/((1-α)ε))
     blocks = out.reshape(10, 12, 10, 12).sum(axis=(1, 3))
     assert np.allclose(blocks, 70 * 144 + 8 * 9 / 10)
@@ -237,6 +239,9 @@ def test_grid_mechanisms_check_their_arguments():
             M.AGrid(alpha=alpha)
     with pytest.raises(ValueError, match=r"^alpha must be in \(0, 1\)"):
         M.AGrid(alpha=1.0)
+    with pytest.raises(TypeError, match="^first_apart must be True or False"):
+        M.AGrid(first_apart="yes")
+    assert M.AGrid().first_apart is True and M.AGrid(first_apart=np.bool_(False)).first_apart is False
     x = np.ones(64)
     for mech in (M.UGrid(), M.AGrid()):
         with pytest.raises(ValueError, match=rf"^{mech.name} partitions a 2-D grid of counts, got domain \(64,\); it runs under "
@@ -374,13 +379,51 @@ def test_agrid_cuts_each_coarse_block_by_its_own_count(monkeypatch):
     x[0, 4], x[1, 9], x[3, 15] = 2, 4, 8
     noise = ShiftedNoise(0.0, 0.0)
     monkeypatch.setattr(spatial, "add_laplace", noise)
-    out = M.AGrid(c=10, alpha=0.5, total=14.0, select=False).run(wl.identity((40, 40)), x.ravel(), 20.0, rng=0)
+    out = M.AGrid(c=10, alpha=0.5, total=14.0, select=False, first_apart=False).run(wl.identity((40, 40)), x.ravel(), 20.0,
+                                                                                    rng=0)
     assert _draws_match(noise.draws, [(100, 0.1), (121, 0.1)])
     expected = np.zeros((40, 40))
     expected[0:2, 4:6] = 0.5  # the top-left of 2 × 2 parts of block (0, 1)
     expected[0:2, 8:10] = 1.0  # the top-left of 2 × 2 parts of block (0, 2)
     expected[3, 15] = 8.0  # single cells in block (0, 3)
     assert np.allclose(out.reshape(40, 40), expected)
+
+
+def test_agrid_keeps_the_first_row_and_column_apart(monkeypatch):
+    """The grid above with first_apart (the default): every coarse block of the first row (column)
+    whose fine parts are wider than a cell keeps row (column) 0 as a part of its own and cuts the
+    rest from row (column) 1. Block (0, 1) is cut into row 0 and rows 1–2, 3, so its 2 records at
+    (0, 4) spread over row 0's two cells instead of a 2 × 2 square; block (0, 2)'s 4 records at
+    (1, 9) over rows 1–2; block (0, 3)'s single cells are unchanged. Fine blocks: 4 in block (0, 0)
+    (row and column apart), 6 in each of (0, 1) and (0, 2), 16 in (0, 3), 2 in each of the 6 empty
+    blocks (0, 4)–(0, 9) and the 9 blocks (1, 0)–(9, 0), 1 in each of the 81 others: 143."""
+    import blowfish_te.mechanisms.spatial as spatial
+
+    x = np.zeros((40, 40))
+    x[0, 4], x[1, 9], x[3, 15] = 2, 4, 8
+    noise = ShiftedNoise(0.0, 0.0)
+    monkeypatch.setattr(spatial, "add_laplace", noise)
+    out = M.AGrid(c=10, alpha=0.5, total=14.0, select=False).run(wl.identity((40, 40)), x.ravel(), 20.0, rng=0)
+    assert _draws_match(noise.draws, [(100, 0.1), (143, 0.1)])
+    expected = np.zeros((40, 40))
+    expected[0, 4:6] = 1.0
+    expected[1:3, 8:10] = 1.0
+    expected[3, 15] = 8.0
+    assert np.allclose(out.reshape(40, 40), expected)
+
+
+@given(length=st.integers(1, 30), side=st.integers(1, 12), apart=st.booleans())
+def test_fine_parts_tile_a_block_in_order(length, side, apart):
+    """Along one axis a block's cells fall in parts 0, 1, …, parts − 1 in order, each part at most
+    ``side`` cells; kept apart, the first cell is a part alone (when the block has more cells)."""
+    from blowfish_te.mechanisms.spatial import _fine_parts
+
+    offset = np.arange(length)
+    parts, part = _fine_parts(np.array([length]), np.array([side]), np.array([apart]), offset, np.zeros(length, dtype=int))
+    assert np.array_equal(np.unique(part), np.arange(parts[0])) and np.all(np.diff(part) >= 0)
+    assert np.bincount(part).max() <= side
+    if apart and length > 1:
+        assert part[0] == 0 and part[1] == 1
 
 
 def test_agrid_at_a_huge_epsilon_returns_the_data():
