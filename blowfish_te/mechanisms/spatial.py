@@ -314,8 +314,9 @@ class AGrid(_GridMechanism):
     across into row 1 spreads them over cells that rectangles starting at row 1 read. On DPBench's
     2000 rectangles over 128² (seven shapes, 10⁴ and 10⁶ records, ε ∈ {0.01, 0.1}, 40 seeds,
     without the check) AGrid's error on ADULT-2D fell to 0.20–0.84 times; on the six others it was
-    0.92–1.12 times (geometric mean over the 28 cells 0.92). The layout depends only on the grid,
-    which is public.
+    0.92–1.12 times (geometric mean over the 28 cells 0.92). Which blocks keep a row or column
+    apart depends only on the grid and on the coarse noisy counts, so the privacy argument below
+    is unchanged.
 
     With ``select`` (the default) a private check first (:meth:`_checked_blocks`: DAWA's cost of
     the data along the Hilbert curve for a share σ of ε, and AGrid's fitted error model) falls
