@@ -391,12 +391,11 @@ def test_agrid_cuts_each_coarse_block_by_its_own_count(monkeypatch):
 
 def test_agrid_keeps_the_first_row_and_column_apart(monkeypatch):
     """The grid above with first_apart (the default): every coarse block of the first row (column)
-    whose fine parts are wider than a cell keeps row (column) 0 as a part of its own and cuts the
-    rest from row (column) 1. Block (0, 1) is cut into row 0 and rows 1–2, 3, so its 2 records at
-    (0, 4) spread over row 0's two cells instead of a 2 × 2 square; block (0, 2)'s 4 records at
-    (1, 9) over rows 1–2; block (0, 3)'s single cells are unchanged. Fine blocks: 4 in block (0, 0)
-    (row and column apart), 6 in each of (0, 1) and (0, 2), 16 in (0, 3), 2 in each of the 6 empty
-    blocks (0, 4)–(0, 9) and the 9 blocks (1, 0)–(9, 0), 1 in each of the 81 others: 143."""
+    that the fine level cuts keeps row (column) 0 as a part of its own and cuts the rest from row
+    (column) 1; blocks left whole stay whole. Block (0, 1) is cut into row 0 and rows 1–2, 3, so
+    its 2 records at (0, 4) spread over row 0's two cells instead of a 2 × 2 square; block (0, 2)'s
+    4 records at (1, 9) over rows 1–2; block (0, 3)'s single cells are unchanged. Fine blocks: 6 in
+    each of (0, 1) and (0, 2), 16 in (0, 3), 1 in each of the 97 empty blocks: 125."""
     import blowfish_te.mechanisms.spatial as spatial
 
     x = np.zeros((40, 40))
@@ -404,7 +403,7 @@ def test_agrid_keeps_the_first_row_and_column_apart(monkeypatch):
     noise = ShiftedNoise(0.0, 0.0)
     monkeypatch.setattr(spatial, "add_laplace", noise)
     out = M.AGrid(c=10, alpha=0.5, total=14.0, select=False).run(wl.identity((40, 40)), x.ravel(), 20.0, rng=0)
-    assert _draws_match(noise.draws, [(100, 0.1), (143, 0.1)])
+    assert _draws_match(noise.draws, [(100, 0.1), (125, 0.1)])
     expected = np.zeros((40, 40))
     expected[0, 4:6] = 1.0
     expected[1:3, 8:10] = 1.0
