@@ -462,6 +462,89 @@ def choice_floor(results, apart=features_apart) -> dict[tuple[int, str], float]:
     return out
 
 
+def check_share(name: str, cell_id: str, x: np.ndarray) -> float:
+    """The share of ε that ``name``'s check spends on the cell (its first trial's draws): what its
+    decision reads, as a fraction of ε."""
+    ndim, _, _, kind, eps = cell_id.split("/")
+    cell = dict(workload=kind, dim=int(ndim[0]))
+    if name == "partition_then_transform":
+        decision = M.PartitionThenTransform().check(workload_of(cell), x, float(eps), seed_of(dict(id=cell_id), 0),
+                                                    policy_of(cell["dim"], "dp"))
+    else:
+        decision = M.get_mechanism(name).check(workload_of(cell), x, float(eps), seed_of(dict(id=cell_id), 0))
+    return 0.0 if decision is None else decision.features.spent / float(eps)
+
+
+def decision_floor(results, data: dict, shares: dict, probability: float = 0.9) -> dict[tuple[str, int, str], tuple]:
+    """Per (checked mechanism, dimension, workload) under unbounded DP, a cost that any check
+    spending the mechanism's share of ε (``shares[(name, ndim, kind)]``) reaches on some trial of
+    the report with at least ``probability``, whatever it reads — the twins of
+    ``train_selection.twins`` with group privacy (:func:`anything_apart`) for the features' noise.
+
+    Take two cells of one ε whose better branches differ, at total variation distance t for any
+    (share·ε)-DP reading. A check partitioning with probability p on one and q on the other has
+    |p − q| ≤ t, so it decides all n trials of both right with probability at most
+    max_p p^n·(1 − p + t)^n = ((1 + t)/2)^(2n) (trials are independent); otherwise one of them has
+    a trial on its worse branch, which costs at least the smaller of the two wrong-branch costs
+    (:func:`decision_cost`'s units). Returns (that cost, the probability, the two cells) of the
+    costliest pair reached with ``probability``, or (1.0, 1.0, "", "") when none is."""
+    groups: dict = collections.defaultdict(list)
+    for r in results:
+        if not r.get("policy", "unbounded").startswith("unbounded"):
+            continue
+        for name, decisions in r["decisions"].items():
+            if decisions and decisions[0] is not None and name in r["branch"]:
+                groups[name, int(r["cell"][0]), r["cell"].split("/")[3]].append(r)
+    out = {}
+    for key, rows in groups.items():
+        name = key[0]
+        sides = []
+        for r in rows:
+            forced = r.get("plain_branch", {}).get(name)
+            partition, plain = float(np.mean(r["branch"][name])), float(np.mean(forced)) if forced else r["plain"]
+            sides.append((partition < plain, max(partition, plain) / min(partition, plain), len(r["decisions"][name])))
+        best = (1.0, 1.0, "", "")
+        for i, (side_i, cost_i, n_i) in enumerate(sides):
+            for j in range(i + 1, len(rows)):
+                side_j, cost_j, n_j = sides[j]
+                if side_i == side_j or min(cost_i, cost_j) <= best[0]:
+                    continue
+                t = anything_apart(data, shares[key])(rows[i], rows[j])
+                reached = 1.0 - ((1.0 + t) / 2.0) ** (2 * min(n_i, n_j))
+                if reached >= probability:
+                    best = (min(cost_i, cost_j), reached, rows[i]["cell"], rows[j]["cell"])
+        out[key] = best
+    return out
+
+
+def summarise_decision_floors(results, data: dict, recorder) -> None:
+    """:func:`decision_floor` for every checked mechanism, each at its check's share of ε (the
+    largest over the group's cells, read from one trial's check: :func:`check_share`)."""
+    shares: dict = collections.defaultdict(float)
+    for r in results:
+        for name, decisions in r["decisions"].items():
+            if decisions and decisions[0] is not None and r["cell"] in data:
+                key = (name, int(r["cell"][0]), r["cell"].split("/")[3])
+                shares[key] = max(shares[key], check_share(name, r["cell"], data[r["cell"]]))
+    floors = decision_floor([r for r in results if r["cell"] in data], data, shares)
+    if not floors:
+        return
+    print("\nDecisions no check can avoid (group privacy: whatever it reads with its share of ε, some trial of the"
+          "\nreport costs at least this over the better branch, with the probability given):")
+    for key, (cost, reached, a, b) in sorted(floors.items()):
+        name, ndim, kind = key
+        pair = f" ({a.split('/', 1)[1]} vs {b.split('/', 1)[1]}, probability {reached:.3f})" if a else ""
+        print(f"  {name:26s} {ndim}-D {kind:8s} share {shares[key]:.1%}: {cost:.2f}{pair}")
+        recorder(f"{name} {ndim}-D {kind} decision floor", cost, "ratio")
+        if cost > 1.2:  # the least share of ε at which the floor falls to 1.2 (it falls as the share grows)
+            low, high = shares[key], 1.0
+            for _ in range(30):
+                middle = (low + high) / 2
+                at = decision_floor(results, data, {**shares, key: middle})[key][0]
+                low, high = (middle, high) if at > 1.2 else (low, middle)
+            print(f"  {'':26s} at most 1.2 only from a share of {high:.1%} of ε")
+
+
 def summarise_adaptive(results, dpcomp, recorder, data: dict | None = None) -> None:
     """``adaptive`` against the best single registered mechanism of each cell (the plain release's
     analytic error among them), its choice per trial, the per-trial spread, and the floors of
@@ -555,6 +638,8 @@ def main() -> None:
             listed = {c["id"]: c for c in cells(args.data_dir, ("1d", "2d"))}
             data = {r["cell"]: data_of(listed[r["cell"]]) for r in results if r["cell"] in listed}
         summarise(results, dpcomp, Recorder(args.json))
+        if data:
+            summarise_decision_floors(results, data, Recorder(args.json))
         summarise_adaptive(results, dpcomp, Recorder(args.json), data)
         return
     if args.data_dir is None:
@@ -570,8 +655,10 @@ def main() -> None:
         results = list(pool.map(measure_cell, [(c, args.seeds, args.partitions, args.policy) for c in cell_list]))
     if args.results:
         args.results.write_text(json.dumps(results))
+    data = {c["id"]: data_of(c) for c in cell_list}
     summarise(results, dpcomp, Recorder(args.json))
-    summarise_adaptive(results, dpcomp, Recorder(args.json), {c["id"]: data_of(c) for c in cell_list})
+    summarise_decision_floors(results, data, Recorder(args.json))
+    summarise_adaptive(results, dpcomp, Recorder(args.json), data)
 
 
 if __name__ == "__main__":

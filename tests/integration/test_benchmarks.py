@@ -286,3 +286,41 @@ def test_group_privacy_bounds_what_any_reading_at_a_share_of_epsilon_tells_apart
     a, b, c = ({"cell": name} for name in data)
     assert apart(a, b) == pytest.approx(np.tanh(0.5 * 0.1 * 4 / 2))
     assert apart(a, a) == 0.0 and apart(a, c) == 1.0
+
+
+def test_the_decision_floor_holds_for_any_check_at_its_share():
+    """Two cells of one ε whose better branches differ, D records apart: any check at share s
+    decides all n trials of both right with probability at most ((1 + t)/2)^(2n), t = tanh(s·ε·D/2),
+    and otherwise costs the smaller wrong-branch ratio on one of them; cells on one side, or too
+    far apart to be confused, give no floor; a policy's cells are left out."""
+    import datadependent_report as report
+
+    data = {"1d/A/1000/identity/0.01": np.zeros(8), "1d/B/1000/identity/0.01": np.array([0.0, 2, 0, 0, 0, 0, 0, 0]),
+            "1d/C/1000/identity/0.01": np.full(8, 1e5)}
+
+    def cell(name, partition, plain, policy="unbounded(8)"):
+        return dict(cell=f"1d/{name}/1000/identity/0.01", policy=policy, plain=1.0, branch={"dawa": [partition, partition]},
+                    plain_branch={"dawa": [plain]}, decisions={"dawa": ["plain"] * 3})
+
+    shares = {("dawa", 1, "identity"): 0.5}
+    t = np.tanh(0.5 * 0.01 * 2 / 2)
+    reached = 1 - ((1 + t) / 2) ** 6
+    floor = report.decision_floor([cell("A", 2.0, 1.0), cell("B", 1.0, 1.5)], data, shares)
+    assert floor == {("dawa", 1, "identity"): (pytest.approx(1.5), pytest.approx(reached), "1d/A/1000/identity/0.01",
+                                               "1d/B/1000/identity/0.01")}
+    assert reached > 0.9
+    assert report.decision_floor([cell("A", 2.0, 1.0), cell("B", 3.0, 1.0)], data, shares)[("dawa", 1, "identity")][0] == 1.0
+    assert report.decision_floor([cell("A", 2.0, 1.0), cell("C", 1.0, 1.5)], data, shares)[("dawa", 1, "identity")][0] == 1.0
+    assert report.decision_floor([cell("A", 2.0, 1.0, "line(8)"), cell("B", 1.0, 1.5, "line(8)")], data, shares) == {}
+
+
+def test_a_checks_share_is_the_total_and_two_costs_it_buys():
+    """DAWA's check on 4096 cells buys the record total and its two costs, nothing more."""
+    import datadependent_report as report
+
+    from blowfish_te.selection import cost_share, total_share
+
+    x = np.zeros(4096)
+    x[:10] = 100
+    share = report.check_share("dawa", "1d/X/1000/identity/0.1", x)
+    assert share == pytest.approx(total_share(4096) + 2 * cost_share(4096))
