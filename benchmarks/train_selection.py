@@ -4,7 +4,8 @@ Run: ``python benchmarks/train_selection.py --data-dir ../shared/datasets/dpbenc
 [--seeds 5] [--workers 2] [--write]`` (or set $BLOWFISH_TE_DATA). ``--write`` rewrites
 ``blowfish_te/_selection_models.py`` with the fitted coefficients (with ``--only NAMES`` and
 ``--ndim D``, those mechanisms' models of that dimension; the others are kept); ``--holdout-dir`` adds shapes
-(``.npy`` histograms: 1-D of 4096 cells, 2-D of 256²) that are only scored, never fitted.
+(``.npy`` histograms: 1-D of 4096 cells, 2-D of 256²) that are only scored, never fitted;
+``--synthetic`` adds seeded 2-D shapes DPBench lacks to the training shapes (:func:`synthetic_shapes`).
 
 For every shape, scale (DPBench's generator, ``datasets.dpbench_sample``, seed 0) and ε, and for
 every data-dependent mechanism and workload class (1-D: the 4096 cells and the 4096 prefix sums;
@@ -94,6 +95,41 @@ def shapes(folder, ndim: int) -> dict[str, np.ndarray]:
         if x.ndim == ndim and x.sum() > 0:
             out[path.stem] = np.rint(x).astype(np.int64)
     return out
+
+
+def synthetic_shapes(ndim: int) -> dict[str, np.ndarray]:
+    """Seeded 256² grids of shapes DPBench's 2-D sets lack, for ``--synthetic``: smooth mixtures
+    of Gaussian bumps with every fourth row (and every third column) of 128² empty, as when an
+    attribute's values are coarser than the grid (a comb; real sets such as a 2-D medical table
+    have one); a grid whose first row and column hold half the records (zero-inflated
+    attributes); tight clusters; and a smooth mixture. None in 1-D."""
+    if ndim != 2:
+        return {}
+    side, gen = 256, np.random.default_rng(2026)
+    rows, cols = np.mgrid[0:side, 0:side]
+
+    def bumps(count: int) -> np.ndarray:
+        field = np.zeros((side, side))
+        for _ in range(count):
+            (row, col), (height, width) = gen.uniform(20, 236, 2), gen.uniform(15, 60, 2)
+            field += gen.uniform(0.3, 1) * np.exp(-((rows - row) ** 2 / (2 * height**2) + (cols - col) ** 2 / (2 * width**2)))
+        return field
+
+    def zero_inflated(first_row: float, first_col: float, records: int = 4_000_000) -> np.ndarray:
+        r = np.where(gen.random(records) < first_row, 0, np.minimum(side - 1, 1 + gen.lognormal(3.2, 0.8, records).astype(int)))
+        c = np.where(gen.random(records) < first_col, 0, np.minimum(side - 1, 1 + gen.lognormal(3.7, 0.6, records).astype(int)))
+        return np.bincount(r * side + c, minlength=side * side).reshape(side, side).astype(float)
+
+    def clusters(records: int = 4_000_000, count: int = 30, spread: float = 8.0) -> np.ndarray:
+        centers, weights = gen.uniform(20, 236, (count, 2)), gen.dirichlet(np.ones(count))
+        points = np.clip(np.rint(centers[gen.choice(count, records, p=weights)] + gen.normal(0, spread, (records, 2))),
+                         0, side - 1).astype(int)
+        return np.bincount(points[:, 0] * side + points[:, 1], minlength=side * side).reshape(side, side).astype(float)
+
+    row_comb, col_comb = (np.arange(side) % 8 < 6)[:, None], (np.arange(side) % 6 < 4)[None, :]
+    made = {"SYN-COMB-ROWS": bumps(6) * row_comb, "SYN-COMB-BOTH": bumps(6) * row_comb * col_comb,
+            "SYN-ZEROS": zero_inflated(0.5, 0.4), "SYN-CLUSTERS": clusters(), "SYN-SMOOTH": bumps(3)}
+    return {name: np.rint(grid / grid.sum() * 1e8).astype(np.int64) for name, grid in made.items()}
 
 
 _WORKLOADS: dict = {}
@@ -409,6 +445,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("BLOWFISH_TE_DATA"))
     parser.add_argument("--holdout-dir", default=None)
+    parser.add_argument("--synthetic", action="store_true",
+                        help="also train on seeded synthetic shapes DPBench lacks (synthetic_shapes; 2-D only)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", default=None, help="comma list of mechanism names")
@@ -443,7 +481,10 @@ def main() -> None:
         for ndim in (1, 2):
             for folder, target in ((pathlib.Path(args.data_dir) / ("1D" if ndim == 1 else "2D"), jobs),
                                    (args.holdout_dir, holdout)):
-                for label, data in list(shapes(folder, ndim).items())[: 1 if args.quick else None]:
+                found = shapes(folder, ndim)
+                if args.synthetic and target is jobs:
+                    found.update(synthetic_shapes(ndim))
+                for label, data in list(found.items())[: 1 if args.quick else None]:
                     for scale in SCALES[ndim]:
                         for eps in EPSILONS:
                             target.append((label, data, ndim, scale, eps, args.seeds, keys))

@@ -324,3 +324,18 @@ def test_a_checks_share_is_the_total_and_two_costs_it_buys():
     x[:10] = 100
     share = report.check_share("dawa", "1d/X/1000/identity/0.1", x)
     assert share == pytest.approx(total_share(4096) + 2 * cost_share(4096))
+
+
+def test_the_synthetic_training_shapes_are_seeded_and_keep_their_gaps():
+    """--synthetic adds the same five 256² grids on every call; the combs keep every fourth row
+    (and third column) of the 128² grid empty; there are none in 1-D."""
+    import train_selection as ts
+
+    from blowfish_te import datasets
+
+    first, again = ts.synthetic_shapes(2), ts.synthetic_shapes(2)
+    assert sorted(first) == ["SYN-CLUSTERS", "SYN-COMB-BOTH", "SYN-COMB-ROWS", "SYN-SMOOTH", "SYN-ZEROS"]
+    assert all(np.array_equal(first[name], again[name]) and first[name].shape == (256, 256) for name in first)
+    comb = datasets.dpbench_sample(first["SYN-COMB-BOTH"], 10**6, domain=(128, 128), rng=0)
+    assert comb[3::4].sum() == 0 and comb[:, 2::3].sum() == 0 and comb.sum() == 10**6
+    assert ts.synthetic_shapes(1) == {}
