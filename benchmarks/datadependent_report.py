@@ -52,7 +52,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from _measure import Recorder, add_options
-from train_selection import exact_features, feature_distance
+from train_selection import exact_features, feature_distance, some_trial_wrong
 
 import blowfish_te as bt
 from blowfish_te import datasets, policies
@@ -482,12 +482,11 @@ def decision_floor(results, data: dict, shares: dict, probability: float = 0.9) 
     ``train_selection.twins`` with group privacy (:func:`anything_apart`) for the features' noise.
 
     Take two cells of one ε whose better branches differ, at total variation distance t for any
-    (share·ε)-DP reading. A check partitioning with probability p on one and q on the other has
-    |p − q| ≤ t, so it decides all n trials of both right with probability at most
-    max_p p^n·(1 − p + t)^n = ((1 + t)/2)^(2n) (trials are independent); otherwise one of them has
-    a trial on its worse branch, which costs at least the smaller of the two wrong-branch costs
-    (:func:`decision_cost`'s units). Returns (that cost, the probability, the two cells) of the
-    costliest pair reached with ``probability``, or (1.0, 1.0, "", "") when none is."""
+    (share·ε)-DP reading. A check errs on some trial of one of them with at least the probability
+    of ``train_selection.some_trial_wrong`` (the trials are independent), and a trial on the worse
+    branch costs at least the smaller of the two wrong-branch costs (:func:`decision_cost`'s
+    units). Returns (that cost, the probability, the two cells) of the costliest pair reached
+    with ``probability``, or (1.0, 1.0, "", "") when none is."""
     groups: dict = collections.defaultdict(list)
     for r in results:
         if not r.get("policy", "unbounded").startswith("unbounded"):
@@ -510,7 +509,7 @@ def decision_floor(results, data: dict, shares: dict, probability: float = 0.9) 
                 if side_i == side_j or min(cost_i, cost_j) <= best[0]:
                     continue
                 t = anything_apart(data, shares[key])(rows[i], rows[j])
-                reached = 1.0 - ((1.0 + t) / 2.0) ** (2 * min(n_i, n_j))
+                reached = some_trial_wrong(t, min(n_i, n_j))
                 if reached >= probability:
                     best = (min(cost_i, cost_j), reached, rows[i]["cell"], rows[j]["cell"])
         out[key] = best
@@ -537,10 +536,11 @@ def summarise_decision_floors(results, data: dict, recorder) -> None:
         print(f"  {name:26s} {ndim}-D {kind:8s} share {shares[key]:.1%}: {cost:.2f}{pair}")
         recorder(f"{name} {ndim}-D {kind} decision floor", cost, "ratio")
         if cost > 1.2:  # the least share of ε at which the floor falls to 1.2 (it falls as the share grows)
+            group = [r for r in results if r["cell"] in data and int(r["cell"][0]) == ndim and r["cell"].split("/")[3] == kind]
             low, high = shares[key], 1.0
             for _ in range(30):
                 middle = (low + high) / 2
-                at = decision_floor(results, data, {**shares, key: middle})[key][0]
+                at = decision_floor(group, data, {**shares, key: middle})[key][0]
                 low, high = (middle, high) if at > 1.2 else (low, middle)
             print(f"  {'':26s} at most 1.2 only from a share of {high:.1%} of ε")
 

@@ -420,6 +420,14 @@ def feature_distance(a, b) -> float:
     return 1.0 - together
 
 
+def some_trial_wrong(t: float, trials: int) -> float:
+    """The least probability that a rule errs on some trial of two cells whose better branches
+    differ and whose inputs are at total variation distance ``t``, over ``trials`` independent
+    trials of each: partitioning with probabilities p and q, |p − q| ≤ t, it decides every trial
+    right with probability at most max over p of (p(1 − p + t))^trials = ((1 + t)/2)^(2·trials)."""
+    return 1.0 - ((1.0 + t) / 2.0) ** (2 * trials)
+
+
 def twins(rows, key, trials: int) -> list[tuple[float, float, dict, dict]]:
     """Pairs of ``key``'s cells whose better branches differ but whose features a release can
     hardly tell apart, with (the least RMSE cost a wrong decision has on either, the probability
@@ -437,7 +445,7 @@ def twins(rows, key, trials: int) -> list[tuple[float, float, dict, dict]]:
                 continue
             cost = math.sqrt(min(max(ra, 1 / ra), max(rb, 1 / rb)))
             t = feature_distance(a, b)
-            out.append((cost, 1.0 - ((1.0 + t) / 2.0) ** (2 * trials), a, b))
+            out.append((cost, some_trial_wrong(t, trials), a, b))
     return sorted(out, key=lambda item: -item[0])
 
 
