@@ -26,7 +26,9 @@ noise-free partition's at the same price.
 
 ``adaptive`` is set against the best single mechanism of each cell, and against the floor of any
 choice that reads the same noisy features (:func:`choice_floor`): where the features cannot tell
-cells apart, no model can choose each cell's best mechanism.
+cells apart, no model can choose each cell's best mechanism. With the histograms at hand (a run,
+or ``--from-results`` with ``--data-dir``), each check gets the floor of any check at its share
+of ε (:func:`decision_floor`, group privacy).
 
 ``--export-cells DIR`` writes the cells (``cells.json``, each histogram as ``.npy``, the
 rectangles as ``rects128.npz``) for running DPComp on the same data outside this repository;
@@ -317,6 +319,12 @@ def export(cell_list, folder) -> None:
     print(f"wrote {len(listed)} cells to {folder}")
 
 
+def branch_errors(plain: float, branch, plain_runs=None) -> tuple[float, float]:
+    """(the partition branch's mean error over the trials, the plain route's: the mean of
+    ``plain_runs`` where the route was forced on every trial, else the analytic ``plain``)."""
+    return float(np.mean(branch)), float(np.mean(plain_runs)) if plain_runs else plain
+
+
 def decision_cost(plain: float, branch, decisions, plain_runs=None) -> float:
     """The worst trial's decision over the better route, in expected errors: a trial that
     partitioned is charged the partition branch's mean error over the trials, one that did not
@@ -324,8 +332,7 @@ def decision_cost(plain: float, branch, decisions, plain_runs=None) -> float:
     given (histograms of DAWA and PtT, whose plain route is smoothed, and 1-D prefixes, whose
     answers are made consistent), else the analytic plain error —, so the draws' own spread (large on prefixes: one noise path runs through every
     query) is not mistaken for a bad choice."""
-    partition = float(np.mean(branch))
-    unpartitioned = float(np.mean(plain_runs)) if plain_runs else plain
+    partition, unpartitioned = branch_errors(plain, branch, plain_runs)
     better = min(unpartitioned, partition)
     costs = [(partition if d == "partition" else unpartitioned) / better for d in decisions if d is not None]
     return max(costs) if costs else 1.0
@@ -390,7 +397,7 @@ def features_apart(a, b) -> float:
     DAWA's check features at DAWA's shares of ε — on result rows ``a`` and ``b``
     (``train_selection.feature_distance``)."""
     cells = K_1D if a["cell"].startswith("1d") else SHAPE_2D[0] * SHAPE_2D[1]
-    return feature_distance(dict(a["features"], key=("dawa",), cells=cells), b["features"])
+    return feature_distance(a["features"], b["features"], "dawa", cells)
 
 
 def anything_apart(data: dict, share: float):
@@ -475,18 +482,22 @@ def check_share(name: str, cell_id: str, x: np.ndarray) -> float:
     return 0.0 if decision is None else decision.features.spent / float(eps)
 
 
-def decision_floor(results, data: dict, shares: dict, probability: float = 0.9) -> dict[tuple[str, int, str], tuple]:
-    """Per (checked mechanism, dimension, workload) under unbounded DP, a cost that any check
-    spending the mechanism's share of ε (``shares[(name, ndim, kind)]``) reaches on some trial of
-    the report with at least ``probability``, whatever it reads — the twins of
-    ``train_selection.twins`` with group privacy (:func:`anything_apart`) for the features' noise.
+def opposite_pairs(rows, name: str):
+    """Pairs (the smaller wrong-branch cost, the fewer trials, row a, row b) of ``name``'s cells
+    whose better branches differ (:func:`branch_errors`; :func:`decision_cost`'s units)."""
+    sides = []
+    for r in rows:
+        partition, plain = branch_errors(r["plain"], r["branch"][name], r.get("plain_branch", {}).get(name))
+        sides.append((partition < plain, max(partition, plain) / min(partition, plain), len(r["decisions"][name])))
+    for i, (side_i, cost_i, n_i) in enumerate(sides):
+        for j in range(i + 1, len(rows)):
+            side_j, cost_j, n_j = sides[j]
+            if side_i != side_j:
+                yield min(cost_i, cost_j), min(n_i, n_j), rows[i], rows[j]
 
-    Take two cells of one ε whose better branches differ, at total variation distance t for any
-    (share·ε)-DP reading. A check errs on some trial of one of them with at least the probability
-    of ``train_selection.some_trial_wrong`` (the trials are independent), and a trial on the worse
-    branch costs at least the smaller of the two wrong-branch costs (:func:`decision_cost`'s
-    units). Returns (that cost, the probability, the two cells) of the costliest pair reached
-    with ``probability``, or (1.0, 1.0, "", "") when none is."""
+
+def checked_groups(results) -> dict[tuple[str, int, str], list]:
+    """The unbounded-DP result rows of every checked mechanism, by (name, dimension, workload)."""
     groups: dict = collections.defaultdict(list)
     for r in results:
         if not r.get("policy", "unbounded").startswith("unbounded"):
@@ -494,38 +505,55 @@ def decision_floor(results, data: dict, shares: dict, probability: float = 0.9) 
         for name, decisions in r["decisions"].items():
             if decisions and decisions[0] is not None and name in r["branch"]:
                 groups[name, int(r["cell"][0]), r["cell"].split("/")[3]].append(r)
+    return groups
+
+
+def decision_floor(results, data: dict, shares: dict, probability: float = 0.9) -> dict[tuple[str, int, str], tuple]:
+    """Per (checked mechanism, dimension, workload) under unbounded DP, a cost that any check
+    spending the mechanism's share of ε (``shares[(name, ndim, kind)]``) reaches on some trial of
+    the report with at least ``probability``, whatever it reads — the twins of
+    ``train_selection.twins`` with group privacy (:func:`anything_apart`) for the features' noise.
+
+    Take two cells of one ε whose better branches differ (:func:`opposite_pairs`), at total
+    variation distance t for any (share·ε)-DP reading. A check errs on some trial of one of them
+    with at least the probability of ``train_selection.some_trial_wrong`` (the trials are
+    independent), and a trial on the worse branch costs at least the smaller of the two
+    wrong-branch costs. Returns (that cost, the probability, the two cells) of the costliest pair
+    reached with ``probability``, or (1.0, 1.0, "", "") when none is."""
     out = {}
-    for key, rows in groups.items():
-        name = key[0]
-        sides = []
-        for r in rows:
-            forced = r.get("plain_branch", {}).get(name)
-            partition, plain = float(np.mean(r["branch"][name])), float(np.mean(forced)) if forced else r["plain"]
-            sides.append((partition < plain, max(partition, plain) / min(partition, plain), len(r["decisions"][name])))
-        best = (1.0, 1.0, "", "")
-        for i, (side_i, cost_i, n_i) in enumerate(sides):
-            for j in range(i + 1, len(rows)):
-                side_j, cost_j, n_j = sides[j]
-                if side_i == side_j or min(cost_i, cost_j) <= best[0]:
-                    continue
-                t = anything_apart(data, shares[key])(rows[i], rows[j])
-                reached = some_trial_wrong(t, min(n_i, n_j))
-                if reached >= probability:
-                    best = (min(cost_i, cost_j), reached, rows[i]["cell"], rows[j]["cell"])
+    for key, rows in checked_groups(results).items():
+        apart, best = anything_apart(data, shares[key]), (1.0, 1.0, "", "")
+        for cost, trials, a, b in opposite_pairs(rows, key[0]):
+            if cost > best[0] and (reached := some_trial_wrong(apart(a, b), trials)) >= probability:
+                best = (cost, reached, a["cell"], b["cell"])
         out[key] = best
     return out
 
 
+def least_share(rows, name: str, data: dict, target: float, probability: float = 0.9) -> float:
+    """The least share of ε below which :func:`decision_floor` of ``name``'s ``rows`` stays above
+    ``target``: a pair of cells ‖x − y‖₁ = D records apart over n trials each is reached while
+    t = tanh(s·ε·D/2) ≤ t* = 2(1 − probability)^(1/(2n)) − 1 (``some_trial_wrong`` ≥ probability),
+    that is for s ≤ 2·atanh(t*)/(ε·D); the largest such s over the pairs costing more than
+    ``target``. Infinite when two identical histograms differ in their better branch."""
+    share = 0.0
+    for cost, trials, a, b in opposite_pairs(rows, name):
+        eps = float(a["cell"].rsplit("/", 1)[1])
+        limit = 2 * (1 - probability) ** (1 / (2 * trials)) - 1
+        if cost <= target or limit <= 0 or eps != float(b["cell"].rsplit("/", 1)[1]):
+            continue
+        records = float(np.abs(data[a["cell"]] - data[b["cell"]]).sum())
+        share = max(share, np.inf if records == 0 else 2 * float(np.arctanh(limit)) / (eps * records))
+    return share
+
+
 def summarise_decision_floors(results, data: dict, recorder) -> None:
     """:func:`decision_floor` for every checked mechanism, each at its check's share of ε (the
-    largest over the group's cells, read from one trial's check: :func:`check_share`)."""
-    shares: dict = collections.defaultdict(float)
-    for r in results:
-        for name, decisions in r["decisions"].items():
-            if decisions and decisions[0] is not None and r["cell"] in data:
-                key = (name, int(r["cell"][0]), r["cell"].split("/")[3])
-                shares[key] = max(shares[key], check_share(name, r["cell"], data[r["cell"]]))
-    floors = decision_floor([r for r in results if r["cell"] in data], data, shares)
+    largest over the group's cells, read from one trial's check: :func:`check_share`), and where
+    it is above 1.2 the share that would bring it there (:func:`least_share`)."""
+    groups = checked_groups([r for r in results if r["cell"] in data])
+    shares = {key: max(check_share(key[0], r["cell"], data[r["cell"]]) for r in rows) for key, rows in groups.items()}
+    floors = decision_floor([r for rows in groups.values() for r in rows], data, shares)
     if not floors:
         return
     print("\nDecisions no check can avoid (group privacy: whatever it reads with its share of ε, some trial of the"
@@ -535,14 +563,8 @@ def summarise_decision_floors(results, data: dict, recorder) -> None:
         pair = f" ({a.split('/', 1)[1]} vs {b.split('/', 1)[1]}, probability {reached:.3f})" if a else ""
         print(f"  {name:26s} {ndim}-D {kind:8s} share {shares[key]:.1%}: {cost:.2f}{pair}")
         recorder(f"{name} {ndim}-D {kind} decision floor", cost, "ratio")
-        if cost > 1.2:  # the least share of ε at which the floor falls to 1.2 (it falls as the share grows)
-            group = [r for r in results if r["cell"] in data and int(r["cell"][0]) == ndim and r["cell"].split("/")[3] == kind]
-            low, high = shares[key], 1.0
-            for _ in range(30):
-                middle = (low + high) / 2
-                at = decision_floor(group, data, {**shares, key: middle})[key][0]
-                low, high = (middle, high) if at > 1.2 else (low, middle)
-            print(f"  {'':26s} at most 1.2 only from a share of {high:.1%} of ε")
+        if cost > 1.2:
+            print(f"  {'':26s} at most 1.2 only above a share of {least_share(groups[key], name, data, 1.2):.1%} of ε")
 
 
 def summarise_adaptive(results, dpcomp, recorder, data: dict | None = None) -> None:

@@ -407,12 +407,13 @@ def held_out_choice(rows, ndim: int, names) -> np.ndarray:
     return np.array(costs)
 
 
-def feature_distance(a, b) -> float:
-    """An upper bound on the total variation distance between the features a release reads on
-    rows ``a`` and ``b`` (:func:`features_of`): independent Laplace draws of one scale on each
-    feature, TV(Lap(u, β), Lap(v, β)) = 1 − exp(−|u − v|/(2β)), and for independent coordinates
-    1 − TV of the product ≥ Π (1 − TV of each) (couple each coordinate maximally)."""
-    on_scale, on_cost = feature_noise(a["key"][0], a["cells"])
+def feature_distance(a, b, name: str, cells: int) -> float:
+    """An upper bound on the total variation distance between the features ``name``'s check reads
+    over ``cells`` cells on ``a`` and ``b`` (exact features: scale, cost, guarded_cost), each drawn
+    with Laplace noise of one scale (:func:`feature_noise`): TV(Lap(u, β), Lap(v, β)) =
+    1 − exp(−|u − v|/(2β)), and for independent coordinates 1 − TV of the product ≥ Π (1 − TV of
+    each) (couple each coordinate maximally)."""
+    on_scale, on_cost = feature_noise(name, cells)
     together = 1.0
     for name, beta in (("scale", on_scale), ("cost", on_cost), ("guarded_cost", on_cost)):
         gap = abs(a[name] - b[name])
@@ -431,12 +432,10 @@ def some_trial_wrong(t: float, trials: int) -> float:
 def twins(rows, key, trials: int) -> list[tuple[float, float, dict, dict]]:
     """Pairs of ``key``'s cells whose better branches differ but whose features a release can
     hardly tell apart, with (the least RMSE cost a wrong decision has on either, the probability
-    that some rule reading these features errs on one of them): with TV distance t between the
-    two cells' feature draws, a rule that partitions with probability p on one and q on the other
-    has |p − q| ≤ t, so over ``trials`` trials of each it decides every trial of both right with
-    probability at most max over p of (p(1 − p + t))^trials = ((1 + t)/2)^(2·trials). Whichever rule
-    the model is, one of the pair then has a trial whose decision costs at least the smaller of
-    the two cells' wrong-branch costs. Costliest first."""
+    that some rule reading these features errs on one of them over ``trials`` trials of each:
+    :func:`some_trial_wrong` of their features' distance). Whichever rule the model is, one of the
+    pair then has a trial whose decision costs at least the smaller of the two cells' wrong-branch
+    costs. Costliest first."""
     out = []
     for i, a in enumerate(rows):
         for b in rows[i + 1:]:
@@ -444,7 +443,7 @@ def twins(rows, key, trials: int) -> list[tuple[float, float, dict, dict]]:
             if (ra < 1) == (rb < 1):
                 continue
             cost = math.sqrt(min(max(ra, 1 / ra), max(rb, 1 / rb)))
-            t = feature_distance(a, b)
+            t = feature_distance(a, b, key[0], a["cells"])
             out.append((cost, some_trial_wrong(t, trials), a, b))
     return sorted(out, key=lambda item: -item[0])
 

@@ -221,8 +221,8 @@ def test_twins_bound_any_rule_s_worst_decision_from_the_features_noise():
 
     beta = ts.feature_noise("dawa", 4096)[1]
     same, apart, agree = row("A", 50.0, 0.5), row("B", 400.0, 0.5 + beta), row("C", 25.0, 0.5)
-    assert ts.feature_distance(same, row("D", 1.0, 0.5)) == 0.0
-    assert ts.feature_distance(same, apart) == pytest.approx(1 - np.exp(-0.5))
+    assert ts.feature_distance(same, row("D", 1.0, 0.5), "dawa", 4096) == 0.0
+    assert ts.feature_distance(same, apart, "dawa", 4096) == pytest.approx(1 - np.exp(-0.5))
     pairs = ts.twins([same, apart, agree], ("dawa", 1, "ranges"), trials=3)
     assert len(pairs) == 2  # A and C both partition: not a pair
     assert pairs[0][0] == pytest.approx(2.0)  # B and C: √min(400/100, 100/25)
@@ -312,6 +312,14 @@ def test_the_decision_floor_holds_for_any_check_at_its_share():
     assert report.decision_floor([cell("A", 2.0, 1.0), cell("B", 3.0, 1.0)], data, shares)[("dawa", 1, "identity")][0] == 1.0
     assert report.decision_floor([cell("A", 2.0, 1.0), cell("C", 1.0, 1.5)], data, shares)[("dawa", 1, "identity")][0] == 1.0
     assert report.decision_floor([cell("A", 2.0, 1.0, "line(8)"), cell("B", 1.0, 1.5, "line(8)")], data, shares) == {}
+    # the least share past which the pair is no longer reached: tanh(s·ε·D/2) = 2·0.1^(1/6) − 1
+    pair = [cell("A", 2.0, 1.0), cell("B", 1.0, 1.5)]
+    least = report.least_share(pair, "dawa", data, 1.2)
+    assert least == pytest.approx(2 * np.arctanh(2 * 0.1 ** (1 / 6) - 1) / (0.01 * 2))
+    for factor, floor in ((0.99, 1.5), (1.01, 1.0)):
+        assert report.decision_floor(pair, data, {("dawa", 1, "identity"): least * factor})[("dawa", 1, "identity")][0] == \
+            pytest.approx(floor)
+    assert report.least_share(pair, "dawa", data, 1.5) == 0.0  # no pair costs more than 1.5
 
 
 def test_a_checks_share_is_the_total_and_two_costs_it_buys():
